@@ -1,0 +1,31 @@
+# Two commands set everything up on a fresh Debian 12 machine (as root):
+#   make setup   # Debian packages, .venv, the package with its test extras
+#   make test    # the whole test suite (FUSE tests included)
+PYTHON ?= python3
+VENV := .venv
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+DEBS := fuse3 libfuse3-dev pkg-config gcc make python3-venv python3-dev \
+        trace-cmd libtracefs-dev libtraceevent-dev strace
+
+.PHONY: setup test bench oracle-test clean
+
+setup:
+	$(SUDO) apt-get update
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $(DEBS)
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --upgrade pip
+	$(VENV)/bin/pip install -e '.[test,bench]'
+
+test:
+	$(VENV)/bin/pytest
+
+bench:
+	$(VENV)/bin/python -m bench
+
+# Differential tests against a real 6.12 / 6.1 kernel booted in QEMU
+# (../shared/tools/kernel-oracle; the first run builds the kernels, ~8 min each).
+oracle-test:
+	$(VENV)/bin/pytest -m oracle tests/oracle
+
+clean:
+	rm -rf build *.egg-info tracefs_fuse/fuse/_bridge*.so
