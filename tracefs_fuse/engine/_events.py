@@ -1,0 +1,184 @@
+"""Trace event types and the table that gives them their ids.
+
+Rules:
+  * A :class:`TraceEvent` is what the kernel calls a ``trace_event_call``: a
+    directory ``events/<system>/<name>/`` and the records whose ``common_type``
+    is its id. Kinds of event (user events, synthetic events, ftrace's own)
+    subclass it; the generic parts (format file, enabling bookkeeping) live here.
+  * Ids come from one allocator per tracefs, lowest free first, like the
+    kernel's ``trace_event_ida``; ftrace's built-in events keep fixed ids.
+  * Probes are counted per kind, because user_events report *who* is attached
+    (``# Used by ftrace perf other``) and keep a reference per probe.
+
+Kernel: kernel/trace/trace_events.c, trace_output.c (``register_trace_event``).
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+from collections import Counter
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
+
+from ._errors import TracefsError
+from ._field import Field, render_format
+
+if TYPE_CHECKING:
+    from ._task import Task
+
+#: First id handed to dynamic events. The kernel starts after the events built
+#: into it (a few hundred); we start well above ftrace's fixed ids (< 32).
+FIRST_DYNAMIC_ID = 1000
+#: ``common_type`` is an unsigned short.
+TRACE_EVENT_TYPE_MAX = 0xFFFF
+
+
+class Probe(enum.IntFlag):
+    """Who is attached to an event (user_events' ``EVENT_STATUS_*`` bits)."""
+
+    FTRACE = 1 << 0
+    PERF = 1 << 1
+    OTHER = 1 << 7
+
+
+class TraceEvent:
+    """An event type with a format, an id and attached probes."""
+
+    def __init__(self, system: str, name: str, fields: tuple[Field, ...], print_fmt: str) -> None:
+        self.system = system
+        self.name = name
+        self.fields = fields
+        self.print_fmt = print_fmt
+        self.id = 0  # assigned by EventTable.add
+        self.probes: Counter[Probe] = Counter()
+        #: The trace arrays' files in which the event is enabled: its recorders.
+        self.files: list[EventFile] = []
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.system}:{self.name} id={self.id}>"
+
+    @property
+    def status(self) -> Probe:
+        """The union of attached probe kinds (0 when nothing is attached)."""
+        status = Probe(0)
+        for kind, count in self.probes.items():
+            if count:
+                status |= kind
+        return status
+
+    @property
+    def enableable(self) -> bool:
+        """Whether ``enable`` exists for it (ftrace's own events have none)."""
+        return True
+
+    def format_text(self) -> str:
+        return render_format(self.name, self.id, self.fields, self.print_fmt)
+
+    def attach(self, kind: Probe) -> None:
+        """A probe registers (``TRACE_REG_REGISTER`` and friends)."""
+        self.probes[kind] += 1
+        self.probes_changed()
+
+    def detach(self, kind: Probe) -> None:
+        """A probe unregisters."""
+        assert self.probes[kind] > 0, f"{self} has no {kind!r} probe to detach"
+        self.probes[kind] -= 1
+        self.probes_changed()
+
+    def probes_changed(self) -> None:
+        """Hook: the set of attached probes changed (user events publish it)."""
+
+
+class RecordSink(Protocol):
+    """Where an enabled event's records go: one trace array."""
+
+    def can_record(self, length: int) -> bool:
+        """Would a record of ``length`` bytes be kept (tracing on, fits)?"""
+        ...
+
+    def record(self, entry: bytes, task: Task) -> None:
+        """Store one complete trace entry written by ``task``."""
+        ...
+
+
+class EventFile:
+    """An event's state in one trace array (``struct trace_event_file``)."""
+
+    __slots__ = ("trace_array", "event", "enabled", "was_enabled")
+
+    def __init__(self, trace_array: RecordSink, event: TraceEvent) -> None:
+        self.trace_array = trace_array
+        self.event = event
+        self.enabled = False
+        #: EVENT_FILE_FL_WAS_ENABLED: its removal must clear the buffer.
+        self.was_enabled = False
+
+    def set_enabled(self, enabled: bool) -> None:
+        """``ftrace_event_enable_disable``: attach or detach the ftrace probe."""
+        if enabled == self.enabled:
+            return
+        if enabled:
+            self.enabled = self.was_enabled = True
+            self.event.files.append(self)
+            self.event.attach(Probe.FTRACE)
+        else:
+            self.enabled = False
+            self.event.files.remove(self)
+            self.event.detach(Probe.FTRACE)
+
+
+class EventTable:
+    """Every event of one tracefs, by id and by ``system:name``, in list order."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, TraceEvent] = {}
+        self._by_name: dict[tuple[str, str], TraceEvent] = {}
+        # trace_add_event_call() list_add()s at the head of ftrace_events, so
+        # listings show the newest event first.
+        self._order: list[TraceEvent] = []
+        #: Called with every removed event (trace arrays drop their files).
+        self.removal_listeners: list[Callable[[TraceEvent], None]] = []
+
+    def add(self, event: TraceEvent, fixed_id: int | None = None) -> None:
+        """Give ``event`` an id and make it visible.
+
+        Raises:
+            TracefsError: EEXIST if ``system:name`` is taken, ENOSPC when no id
+                is left (the kernel's register_trace_event() failure).
+        """
+        key = (event.system, event.name)
+        if key in self._by_name:
+            raise TracefsError(errno.EEXIST, f"{event.system}:{event.name} exists")
+        event.id = fixed_id if fixed_id is not None else self._free_id()
+        self._by_id[event.id] = event
+        self._by_name[key] = event
+        self._order.insert(0, event)
+
+    def remove(self, event: TraceEvent) -> None:
+        del self._by_id[event.id]
+        del self._by_name[(event.system, event.name)]
+        self._order.remove(event)
+        for listener in self.removal_listeners:
+            listener(event)
+
+    def _free_id(self) -> int:
+        for candidate in range(FIRST_DYNAMIC_ID, TRACE_EVENT_TYPE_MAX + 1):
+            if candidate not in self._by_id:
+                return candidate
+        raise TracefsError(errno.ENOSPC, "no trace event type id left")
+
+    def by_id(self, event_id: int) -> TraceEvent | None:
+        return self._by_id.get(event_id)
+
+    def find(self, system: str, name: str) -> TraceEvent | None:
+        return self._by_name.get((system, name))
+
+    def __iter__(self) -> Iterator[TraceEvent]:
+        return iter(list(self._order))
+
+    def systems(self) -> list[str]:
+        """System names in the order their first event appears in listings."""
+        return list(dict.fromkeys(e.system for e in self._order))
+
+    def in_system(self, system: str) -> list[TraceEvent]:
+        return [e for e in self._order if e.system == system]

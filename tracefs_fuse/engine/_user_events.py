@@ -1,0 +1,428 @@
+"""The user_events registry: events, references, per-file write indices, enablers.
+
+Rules:
+  * The kernel's lifetime rules, exactly: an event holds one reference per
+    per-file slot, per enabler and per attached probe, plus a self reference
+    when it must outlive them (``USER_EVENT_REG_PERSIST``, events made through
+    ``dynamic_events``, and events of the status-page ABIs, which never
+    auto-deleted). A non-persistent event is destroyed when its last reference
+    goes. Destruction here is synchronous; the kernel defers it to a work item,
+    so for a few milliseconds it still answers EBUSY/EADDRINUSE — we give the
+    intended result at once.
+  * Enable bits live in client memory. Every change of an event's probes is
+    written into every process holding an enabler for it, through the injected
+    :class:`~._memory.ProcessMemory`, before the call that changed it returns.
+  * Every operation checks everything it can before changing anything, so a
+    failure leaves the registry as it was, with the kernel's own two
+    exceptions: a registration whose enable bit cannot be written still leaves
+    its per-file slot (ENOMEM), and a multi-format registration that fails
+    after its tracepoint name was chosen still advances the name counter.
+
+Kernel: kernel/trace/trace_events_user.c (6.10+).
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from . import _uapi as uapi
+from ._errors import TracefsError
+from ._events import EventTable, Probe, TraceEvent
+from ._field import TRACE_ENTRY, Field
+from ._jhash import hash_32, jhash
+from ._memory import ProcessMemory, Tgid
+from ._task import Task
+from ._uapi import Abi
+from ._user_command import (UserCommand, fields_match, min_size, parse_fields,
+                            print_fmt, show_fields, split_command, split_match_args)
+
+if TYPE_CHECKING:
+    from ._status_page import StatusPage
+
+#: Default of the ``kernel.user_events_max`` sysctl.
+DEFAULT_USER_EVENTS_MAX = 32768
+_REGISTER_TABLE_BITS = 8
+
+
+class UserEvent(TraceEvent):
+    """One user event (``struct user_event``)."""
+
+    def __init__(self, registry: UserEventRegistry, reg_name: str, tp_name: str,
+                 fields: tuple[Field, ...], reg_flags: int, legacy: bool) -> None:
+        system = (uapi.USER_EVENTS_MULTI_SYSTEM if reg_flags & uapi.USER_EVENT_REG_MULTI_FORMAT
+                  else uapi.USER_EVENTS_SYSTEM)
+        super().__init__(system, tp_name, fields, print_fmt(fields))
+        self.registry = registry
+        self.reg_name = reg_name
+        self.reg_flags = reg_flags
+        #: Created through a status-page ABI: lives until deleted, like there.
+        self.legacy = legacy
+        self.min_size = min_size(fields)
+        # (record offset, __rel_loc?, must end in NUL?) per dynamic field.
+        self.validators = tuple(
+            (f.offset, f.type.startswith("__rel_loc "), "char" in f.type)
+            for f in fields if f.type.startswith(("__data_loc ", "__rel_loc ")))
+        self.refcnt = 1 if self.self_ref else 0
+        self.enablers: list[Enabler] = []
+        #: Slot in the status page of the 5.18 (byte) / 6.1 (bit) ABIs.
+        self.status_index: int | None = None
+        self.status_bit: int | None = None
+        self.serial = 0
+        self.destroyed = False
+
+    @property
+    def persist(self) -> bool:
+        return bool(self.reg_flags & uapi.USER_EVENT_REG_PERSIST)
+
+    @property
+    def self_ref(self) -> bool:
+        return self.persist or self.legacy
+
+    def last_ref(self) -> bool:
+        """``user_event_last_ref``: nothing but the self reference is left."""
+        return self.refcnt == (1 if self.self_ref else 0)
+
+    def get(self) -> None:
+        self.refcnt += 1
+
+    def put(self) -> None:
+        """Drop a reference; the last one of a non-persistent event destroys it."""
+        assert self.refcnt > 0, f"{self} reference count underflow"
+        self.refcnt -= 1
+        if self.refcnt == 0 and not self.self_ref:
+            self.registry.destroy(self)
+
+    def attach(self, kind: Probe) -> None:
+        # user_event_reg(): a registering probe takes a reference first.
+        self.get()
+        super().attach(kind)
+
+    def detach(self, kind: Probe) -> None:
+        super().detach(kind)
+        self.put()
+
+    def probes_changed(self) -> None:
+        self.registry.publish(self)
+
+    def validate(self, record: bytes | bytearray | memoryview) -> bool:
+        """``user_event_validate``: do the dynamic fields stay inside the record?"""
+        end = len(record)
+        for offset, rel, ensure_null in self.validators:
+            loc = int.from_bytes(record[offset:offset + 4], "little")
+            start = offset + 4 + (loc & 0xFFFF) if rel else loc & 0xFFFF
+            stop = start + (loc >> 16)
+            if stop > end:
+                return False
+            if ensure_null and record[stop - 1] != 0:
+                return False
+        return True
+
+    def show(self) -> str:
+        """This event's ``dynamic_events`` line."""
+        return f"{uapi.USER_EVENTS_PREFIX}{self.reg_name}{show_fields(self.fields)}\n"
+
+    def status_line(self) -> str:
+        """``user_seq_show``: ``name[ # Used by ftrace perf other]``."""
+        status = self.status
+        line = self.name
+        if status:
+            line += " # Used by" + "".join(
+                f" {word}" for bit, word in ((Probe.FTRACE, "ftrace"), (Probe.PERF, "perf"),
+                                            (Probe.OTHER, "other")) if status & bit)
+        return line
+
+
+class Enabler:
+    """One ``(enable_addr, enable_bit)`` of one process (``user_event_enabler``)."""
+
+    __slots__ = ("tgid", "event", "addr", "bit", "size")
+
+    def __init__(self, tgid: Tgid, event: UserEvent, addr: int, bit: int, size: int) -> None:
+        self.tgid = tgid
+        self.event = event
+        self.addr = addr
+        self.bit = bit
+        self.size = size
+
+
+class UserEventsFile:
+    """Per-open-file state of ``user_events_data``: the write-index table."""
+
+    def __init__(self, registry: UserEventRegistry) -> None:
+        self.registry = registry
+        #: Slot i holds the event of write index i and the ABI it came from.
+        self.slots: list[tuple[UserEvent, Abi]] = []
+        self.released = False
+
+    def ref_add(self, event: UserEvent, abi: Abi) -> int:
+        """``user_events_ref_add``: the event's index here, appending if new."""
+        for index, (slot_event, _) in enumerate(self.slots):
+            if slot_event is event:
+                return index
+        event.get()
+        self.slots.append((event, abi))
+        return len(self.slots) - 1
+
+    def release(self) -> None:
+        """Final close: every slot drops its reference."""
+        self.released = True
+        slots, self.slots = self.slots, []
+        for event, _ in slots:
+            event.put()
+
+
+class UserEventRegistry:
+    """All user events of one tracefs and everything that refers to them."""
+
+    def __init__(self, events: EventTable, memory: ProcessMemory, *,
+                 status_page: StatusPage | None = None,
+                 max_events: int = DEFAULT_USER_EVENTS_MAX,
+                 on_created: Callable[[UserEvent], None] = lambda event: None,
+                 on_destroyed: Callable[[UserEvent], None] = lambda event: None) -> None:
+        self.events = events
+        self.memory = memory
+        self.status_page = status_page
+        self.max_events = max_events
+        self._on_created = on_created
+        self._on_destroyed = on_destroyed
+        self._by_name: dict[str, list[UserEvent]] = {}
+        self._serial = 0
+        #: Per-group u64 counter naming multi-format tracepoints ``name.%llx``.
+        self.multi_id = 0
+        #: Enablers per process (the kernel's per-mm lists).
+        self.mms: dict[Tgid, list[Enabler]] = {}
+        #: Enable-bit writes that faulted while publishing a state change.
+        self.enable_write_faults = 0
+
+    # -- lookup ---------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._by_name.values())
+
+    def __iter__(self) -> Iterator[UserEvent]:
+        """Events in the kernel's hash-table order (``user_seq_show``)."""
+        return iter(sorted(
+            (e for chain in self._by_name.values() for e in chain),
+            key=lambda e: (hash_32(jhash(e.reg_name.encode("latin-1")), _REGISTER_TABLE_BITS),
+                           -e.serial)))
+
+    def named(self, reg_name: str) -> list[UserEvent]:
+        """Events registered under ``reg_name``, newest first (one hash chain)."""
+        return list(self._by_name.get(reg_name, ()))
+
+    # -- creation ---------------------------------------------------------------
+
+    def find_or_create(self, command: UserCommand, reg_flags: int, task: Task,
+                       abi: Abi = Abi.MAINLINE) -> tuple[UserEvent, bool]:
+        """``user_event_parse``: the event a command names, made if missing.
+
+        Returns the event and whether it was created; the caller owns one new
+        reference to it either way.
+
+        Raises:
+            TracefsError: EINVAL (text flags, bad fields), EPERM (PERSIST
+                without CAP_PERFMON), EADDRINUSE (same name, other fields),
+                EMFILE (``user_events_max`` reached).
+        """
+        if command.flags is not None and abi is Abi.MAINLINE:
+            raise TracefsError(errno.EINVAL, "text flags after ':' are not supported")
+        if reg_flags & uapi.USER_EVENT_REG_PERSIST and not task.perfmon:
+            raise TracefsError(errno.EPERM, "persistent events need CAP_PERFMON")
+        existing = self._find(command, reg_flags, abi)
+        if existing is not None:
+            existing.get()
+            return existing, False
+        multi = bool(reg_flags & uapi.USER_EVENT_REG_MULTI_FORMAT)
+        tp_name = command.name
+        if multi:
+            # user_event_set_tp_name() runs before the fields are parsed.
+            tp_name = f"{command.name}.{self.multi_id:x}"
+            self.multi_id = (self.multi_id + 1) & 0xFFFFFFFFFFFFFFFF
+        fields = parse_fields(command.args)
+        if len(self) >= self.max_events:
+            raise TracefsError(errno.EMFILE, "user_events_max reached")
+        event = UserEvent(self, command.name, tp_name, fields, reg_flags,
+                          legacy=abi is not Abi.MAINLINE)
+        if self.status_page is not None:
+            self.status_page.claim(event, abi)  # may raise EMFILE: nothing changed yet
+        self.events.add(event)
+        self._serial += 1
+        event.serial = self._serial
+        self._by_name.setdefault(command.name, []).insert(0, event)
+        event.get()  # the caller's reference
+        self._on_created(event)
+        return event, True
+
+    def _find(self, command: UserCommand, reg_flags: int, abi: Abi) -> UserEvent | None:
+        """``find_user_event``: an existing event, None, or EADDRINUSE."""
+        multi = reg_flags & uapi.USER_EVENT_REG_MULTI_FORMAT
+        argv = split_match_args(command.args) if command.args is not None else []
+        for event in self._by_name.get(command.name, ()):
+            if (event.reg_flags & uapi.USER_EVENT_REG_MULTI_FORMAT) != multi:
+                continue
+            # Before 6.4 a name was enough: the field list was ignored.
+            if abi is not Abi.MAINLINE or fields_match(event.fields, argv):
+                return event
+            if multi:
+                continue
+            raise TracefsError(errno.EADDRINUSE, f"{command.name} exists with other fields")
+        return None
+
+    def create_persistent(self, command_text: str, task: Task) -> UserEvent:
+        """``user_event_create``: a ``u:`` line of ``dynamic_events``.
+
+        Raises:
+            TracefsError: as :meth:`find_or_create`.
+        """
+        event, _ = self.find_or_create(split_command(command_text),
+                                       uapi.USER_EVENT_REG_PERSIST, task)
+        event.put()
+        return event
+
+    # -- deletion -----------------------------------------------------------
+
+    def delete(self, reg_name: str, task: Task) -> None:
+        """``delete_user_event``: DIAG_IOCSDEL of every format of a name.
+
+        Raises:
+            TracefsError: EBUSY if one is referenced (earlier ones may already
+                be gone, as in the kernel), EPERM for a persistent event without
+                CAP_PERFMON, ENOENT if there is none.
+        """
+        found = False
+        for event in self.named(reg_name):
+            self.free(event, task)
+            found = True
+        if not found:
+            raise TracefsError(errno.ENOENT, f"no user event {reg_name!r}")
+
+    def free(self, event: UserEvent, task: Task) -> None:
+        """``user_event_free``: destroy an unreferenced event on request.
+
+        Raises:
+            TracefsError: EBUSY while referenced, EPERM for a persistent event
+                without CAP_PERFMON.
+        """
+        if not event.last_ref():
+            raise TracefsError(errno.EBUSY, f"{event.name} is in use")
+        if event.persist and not task.perfmon:
+            raise TracefsError(errno.EPERM, "deleting persistent events needs CAP_PERFMON")
+        self.destroy(event)
+
+    def destroy(self, event: UserEvent) -> None:
+        """``destroy_user_event``: remove the event from everywhere."""
+        assert not event.destroyed and not event.status, f"{event} destroyed while in use"
+        event.destroyed = True
+        chain = self._by_name[event.reg_name]
+        chain.remove(event)
+        if not chain:
+            del self._by_name[event.reg_name]
+        if self.status_page is not None:
+            self.status_page.release(event)
+        self.events.remove(event)
+        self._on_destroyed(event)
+
+    # -- enablers -------------------------------------------------------------
+
+    def enabler_exists(self, tgid: Tgid, addr: int, bit: int) -> bool:
+        return any(e.addr == addr and e.bit == bit for e in self.mms.get(tgid, ()))
+
+    def add_enabler(self, tgid: Tgid, event: UserEvent, addr: int, bit: int, size: int) -> bool:
+        """``user_event_enabler_create``: write the current state, then track it.
+
+        Returns False (and tracks nothing) when the bit cannot be written.
+        """
+        enabler = Enabler(tgid, event, addr, bit, size)
+        if not self._write_bit(enabler, bool(event.status)):
+            return False
+        event.get()
+        event.enablers.append(enabler)
+        self.mms.setdefault(tgid, []).append(enabler)
+        return True
+
+    def remove_enablers(self, tgid: Tgid, addr: int, bit: int) -> int:
+        """``DIAG_IOCSUNREG``: drop this process's enablers of ``(addr, bit)``.
+
+        Returns how many were removed; the bit is cleared afterwards by the
+        caller whatever the event state (see :meth:`clear_bit`).
+        """
+        mine = self.mms.get(tgid, [])
+        gone = [e for e in mine if e.addr == addr and e.bit == bit]
+        for enabler in gone:
+            self._drop(enabler)
+        return len(gone)
+
+    def clear_bit(self, tgid: Tgid, addr: int, bit: int, size: int) -> bool:
+        return self._write_bit(Enabler(tgid, None, addr, bit, size), False)  # type: ignore[arg-type]
+
+    def fork(self, parent: Tgid, child: Tgid) -> None:
+        """``user_event_mm_dup``: the child gets a copy of every enabler.
+
+        No memory is written: the child's memory is a copy of the parent's.
+        The adapter calls :meth:`sync` once it knows the child has not exec'd,
+        in case a state change raced with the fork.
+        """
+        for enabler in list(self.mms.get(parent, ())):
+            copy = Enabler(child, enabler.event, enabler.addr, enabler.bit, enabler.size)
+            enabler.event.get()
+            enabler.event.enablers.append(copy)
+            self.mms.setdefault(child, []).append(copy)
+
+    def sync(self, tgid: Tgid) -> None:
+        """Write the current state of every enabler of one process."""
+        for enabler in list(self.mms.get(tgid, ())):
+            if not self._write_bit(enabler, bool(enabler.event.status)):
+                self.enable_write_faults += 1
+
+    def exit(self, tgid: Tgid) -> None:
+        """``user_event_mm_remove``: exec or exit drops every enabler, unwritten."""
+        for enabler in self.mms.pop(tgid, []):
+            enabler.event.enablers.remove(enabler)
+            enabler.event.put()
+
+    def _drop(self, enabler: Enabler) -> None:
+        self.mms[enabler.tgid].remove(enabler)
+        enabler.event.enablers.remove(enabler)
+        enabler.event.put()
+
+    def publish(self, event: UserEvent) -> None:
+        """``update_enable_bit_for``: reflect the probe state everywhere."""
+        enabled = bool(event.status)
+        for enabler in list(event.enablers):
+            if not self._write_bit(enabler, enabled):
+                # The kernel retries from a work item and then warns; the
+                # enabler stays registered either way.
+                self.enable_write_faults += 1
+        if self.status_page is not None:
+            self.status_page.update(event)
+
+    def _write_bit(self, enabler: Enabler, value: bool) -> bool:
+        """Set or clear one bit in a process, touching only the byte holding it.
+
+        ``enable_bit`` numbers bits of the 32- or 64-bit value at ``enable_addr``
+        (the kernel's align_addr_bit() makes that true for 32-bit values on
+        64-bit kernels); on little-endian that is bit ``bit % 8`` of byte
+        ``addr + bit // 8``. The kernel's set_bit() is atomic; this
+        read-modify-write is not, so a client changing other bits of the same
+        byte at the same moment can lose its update.
+        """
+        addr = enabler.addr + enabler.bit // 8
+        mask = 1 << (enabler.bit % 8)
+        old = self.memory.read(enabler.tgid, addr, 1)
+        if len(old) != 1:
+            return False
+        new = old[0] | mask if value else old[0] & ~mask
+        return self.memory.write(enabler.tgid, addr, bytes((new,))) == 1
+
+    # -- records ----------------------------------------------------------------
+
+    def record_header(self, event: UserEvent, task: Task) -> bytes:
+        """The common fields of a record: type, flags, preempt count, pid.
+
+        The kernel records user events from process context with the
+        tracepoint's own preempt-disable subtracted: flags and count are 0.
+        """
+        return TRACE_ENTRY.pack(event.id, 0, 0, task.pid)
+
+

@@ -1,0 +1,225 @@
+"""``user_events_data``: DIAG_IOCSREG / DIAG_IOCSDEL / DIAG_IOCSUNREG and writes.
+
+Rules:
+  * Each ioctl reads the caller's argument through the injected
+    :class:`~._memory.ProcessMemory`, in the kernel's order, so every errno
+    comes from the same step as in the kernel (``get_user`` of ``size`` before
+    ``copy_struct_from_user``, the EADDRINUSE check before the name is even
+    read, ``put_user`` of ``write_index`` last with its result ignored).
+  * The ABI era of a registration is chosen by ``struct user_reg.size`` in an
+    ``auto`` mount; a mount pinned to one era applies only that era's rules.
+  * A write names an event by the index its file handed out and is recorded
+    into every trace array that has the event enabled.
+
+Kernel: kernel/trace/trace_events_user.c (``user_events_ioctl_reg``,
+``user_events_ioctl_del``, ``user_events_ioctl_unreg``, ``user_events_write_core``).
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import TYPE_CHECKING
+
+from . import _uapi as uapi
+from ._errors import TracefsError
+from ._memory import ProcessMemory
+from ._task import Task
+from ._uapi import Abi
+from ._user_command import split_command
+from ._user_events import UserEvent, UserEventRegistry, UserEventsFile
+
+if TYPE_CHECKING:
+    from ._legacy_abi import LegacyRegistration
+
+
+def copy_from_user(memory: ProcessMemory, task: Task, addr: int, size: int) -> bytes:
+    """``copy_from_user``: all ``size`` bytes or EFAULT."""
+    data = memory.read(task.tgid, addr, size)
+    if len(data) != size:
+        raise TracefsError(errno.EFAULT, f"cannot read {size} bytes at {addr:#x}")
+    return data
+
+
+def strndup_user(memory: ProcessMemory, task: Task, addr: int, limit: int) -> str:
+    """``strndup_user``: a NUL-terminated string of at most ``limit`` bytes with NUL.
+
+    Raises:
+        TracefsError: EFAULT if memory ends before the NUL, EINVAL if there is
+            no NUL within ``limit`` bytes.
+    """
+    data = memory.read(task.tgid, addr, limit)
+    nul = data.find(0)
+    if nul >= 0:
+        return data[:nul].decode("latin-1")
+    if len(data) < limit:
+        raise TracefsError(errno.EFAULT, f"string at {addr:#x} runs into unmapped memory")
+    raise TracefsError(errno.EINVAL, f"string at {addr:#x} is longer than {limit - 1} bytes")
+
+
+def copy_struct_from_user(memory: ProcessMemory, task: Task, addr: int, size: int,
+                          ksize: int) -> bytes:
+    """``copy_struct_from_user``: ``ksize`` bytes; a longer user struct must be zero-padded.
+
+    Raises:
+        TracefsError: EFAULT if unreadable, E2BIG if bytes past ``ksize`` are set.
+    """
+    if size > ksize:
+        tail = copy_from_user(memory, task, addr + ksize, size - ksize)
+        if any(tail):
+            raise TracefsError(errno.E2BIG, "unknown trailing fields are not zero")
+    data = copy_from_user(memory, task, addr, min(size, ksize))
+    return data + bytes(ksize - len(data))
+
+
+class UserEventsData:
+    """The operations of an open ``user_events_data`` file."""
+
+    def __init__(self, registry: UserEventRegistry, abis: frozenset[Abi],
+                 legacy: LegacyRegistration | None = None) -> None:
+        self.registry = registry
+        self.memory = registry.memory
+        self.abis = abis
+        self.legacy = legacy
+
+    # -- ioctl ------------------------------------------------------------------
+
+    def ioctl(self, file: UserEventsFile, cmd: int, arg: int, task: Task) -> int:
+        """Dispatch one ioctl; returns the ioctl's (non-negative) result.
+
+        Raises:
+            TracefsError: the errno the kernel returns; ENOTTY for unknown commands.
+        """
+        if cmd == uapi.DIAG_IOCSREG:
+            self.register(file, arg, task)
+        elif cmd == uapi.DIAG_IOCSDEL:
+            name = strndup_user(self.memory, task, arg, uapi.MAX_EVENT_DESC)
+            self.registry.delete(name, task)
+        elif cmd == uapi.DIAG_IOCSUNREG and Abi.MAINLINE in self.abis:
+            self.unregister(arg, task)
+        else:
+            raise TracefsError(errno.ENOTTY, f"unknown ioctl {cmd:#x}")
+        return 0
+
+    def register(self, file: UserEventsFile, arg: int, task: Task) -> None:
+        """DIAG_IOCSREG, in whichever era the struct's size announces."""
+        size = int.from_bytes(copy_from_user(self.memory, task, arg, 4), "little")
+        if size > uapi.PAGE_SIZE:
+            raise TracefsError(errno.E2BIG, f"user_reg.size {size} exceeds a page")
+        abi = self._abi_of(size)
+        if abi is Abi.MAINLINE:
+            self._register_mainline(file, arg, size, task)
+        else:
+            assert self.legacy is not None
+            self.legacy.register(file, arg, size, abi, task)
+
+    def _abi_of(self, size: int) -> Abi:
+        if len(self.abis) == 1:
+            (abi,) = self.abis
+            if abi is Abi.MAINLINE and size < uapi.USER_REG.size:
+                raise TracefsError(errno.EINVAL, f"user_reg.size {size} is below 28")
+            return abi
+        abi = uapi.abi_of_size(size)
+        if abi is None:
+            raise TracefsError(errno.EINVAL, f"user_reg.size {size} matches no ABI")
+        return abi
+
+    def _register_mainline(self, file: UserEventsFile, arg: int, size: int, task: Task) -> None:
+        raw = copy_struct_from_user(self.memory, task, arg, size, uapi.USER_REG.size)
+        _, enable_bit, enable_size, flags, enable_addr, name_args, _ = uapi.USER_REG.unpack(raw)
+        if flags & ~(uapi.USER_EVENT_REG_MAX - 1):
+            raise TracefsError(errno.EINVAL, f"unknown flags {flags:#x}")
+        if enable_size not in (4, 8):
+            raise TracefsError(errno.EINVAL, f"enable_size {enable_size} is not 4 or 8")
+        if enable_addr % enable_size:
+            raise TracefsError(errno.EINVAL, "enable_addr is not naturally aligned")
+        if enable_bit > enable_size * 8 - 1:
+            raise TracefsError(errno.EINVAL, f"enable_bit {enable_bit} out of range")
+        if enable_addr + enable_size > uapi.TASK_SIZE_MAX:
+            raise TracefsError(errno.EFAULT, "enable_addr is outside user space")
+        # "Prevent users from using the same address and bit multiple times";
+        # checked before the name is read.
+        if self.registry.enabler_exists(task.tgid, enable_addr, enable_bit):
+            raise TracefsError(errno.EADDRINUSE, "enable_addr/enable_bit already registered")
+        name = strndup_user(self.memory, task, name_args, uapi.MAX_EVENT_DESC)
+        event, _ = self.registry.find_or_create(split_command(name), flags, task)
+        index = file.ref_add(event, Abi.MAINLINE)
+        event.put()  # the parse reference; the slot holds its own
+        if not self.registry.add_enabler(task.tgid, event, enable_addr, enable_bit, enable_size):
+            # The kernel maps a failed first write to ENOMEM and keeps the slot.
+            raise TracefsError(errno.ENOMEM, "cannot write the enable bit")
+        # put_user(): a failure here is ignored by the kernel too.
+        self.memory.write(task.tgid, arg + uapi.USER_REG_WRITE_INDEX_OFFSET,
+                          index.to_bytes(4, "little"))
+
+    def unregister(self, arg: int, task: Task) -> None:
+        """DIAG_IOCSUNREG: forget ``(disable_addr, disable_bit)`` and clear the bit."""
+        size = int.from_bytes(copy_from_user(self.memory, task, arg, 4), "little")
+        if size > uapi.PAGE_SIZE:
+            raise TracefsError(errno.E2BIG, f"user_unreg.size {size} exceeds a page")
+        if size < uapi.USER_UNREG.size:
+            raise TracefsError(errno.EINVAL, f"user_unreg.size {size} is below 16")
+        raw = copy_struct_from_user(self.memory, task, arg, size, uapi.USER_UNREG.size)
+        _, disable_bit, reserved, reserved2, disable_addr = uapi.USER_UNREG.unpack(raw)
+        if reserved or reserved2:
+            raise TracefsError(errno.EINVAL, "reserved fields must be zero")
+        if task.tgid not in self.registry.mms:
+            raise TracefsError(errno.ENOENT, "this process never registered an event")
+        sizes = {e.size for e in self.registry.mms[task.tgid]
+                 if e.addr == disable_addr and e.bit == disable_bit}
+        if not self.registry.remove_enablers(task.tgid, disable_addr, disable_bit):
+            raise TracefsError(errno.ENOENT, "no such enable_addr/enable_bit")
+        # The bit is cleared whatever the event's state ("Ensure bit is now
+        # cleared for user, regardless of event status").
+        if not self.registry.clear_bit(task.tgid, disable_addr, disable_bit, max(sizes)):
+            raise TracefsError(errno.EFAULT, "cannot clear the enable bit")
+
+    # -- write ------------------------------------------------------------------
+
+    def write(self, file: UserEventsFile, data: bytes, offset: int, task: Task) -> int:
+        """``user_events_write_core``: record ``[s32 index][payload]``.
+
+        Returns the whole count, index included.
+
+        Raises:
+            TracefsError: EFAULT (position not 0, fewer than 4 bytes, a dynamic
+                field outside the record), EINVAL (negative index, payload
+                shorter than the fields), ENOENT (index never handed out by this
+                file), EBADF (the event is not enabled; mainline only).
+        """
+        if offset != 0:
+            raise TracefsError(errno.EFAULT, "user_events_data writes must be at position 0")
+        if len(data) < 4:
+            raise TracefsError(errno.EFAULT, "a write needs a 4-byte index")
+        index = int.from_bytes(data[:4], "little", signed=True)
+        if index < 0:
+            raise TracefsError(errno.EINVAL, f"negative write index {index}")
+        if index >= len(file.slots):
+            raise TracefsError(errno.ENOENT, f"write index {index} was not handed out")
+        event, abi = file.slots[index]
+        if len(data) - 4 < event.min_size:
+            raise TracefsError(errno.EINVAL, "payload shorter than the event's fields")
+        if not event.status:
+            if abi is Abi.MAINLINE:
+                raise TracefsError(errno.EBADF, f"{event.name} is not enabled")
+            return len(data)  # before 6.4 a disabled write was a silent no-op
+        if not record(event, self.registry.record_header(event, task) + data[4:], task):
+            raise TracefsError(errno.EFAULT, "a dynamic field points outside the record")
+        return len(data)
+
+
+def record(event: UserEvent, entry: bytes, task: Task) -> bool:
+    """Hand one record to every trace array recording the event.
+
+    Validation runs only where a buffer would take the record (``tracing_on``,
+    size), as in ``user_event_ftrace``; returns False if it failed anywhere.
+    """
+    valid = True
+    for event_file in event.files:
+        trace_array = event_file.trace_array
+        if not trace_array.can_record(len(entry)):
+            continue
+        if event.validators and not event.validate(entry):
+            valid = False
+            continue
+        trace_array.record(entry, task)
+    return valid
