@@ -1,0 +1,1040 @@
+/*
+ * tracefs_fuse.fuse._bridge: extends pyfuse3's libfuse session with what
+ * pyfuse3 3.5.0 cannot do (ioctl, FUSE_INTERRUPT, caller pid and per-read
+ * flags/lock_owner on read/write, FOPEN_* bits beyond fuse_file_info, and
+ * FUSE_DIRECT_IO_ALLOW_MMAP on libfuse 3.14).
+ *
+ * How: this module defines fuse_session_new, fuse_session_mount and
+ * fuse_session_destroy.  _session.py loads it with RTLD_GLOBAL *before*
+ * pyfuse3, so pyfuse3's references (fuse_session_new@FUSE_3.0 etc.) bind
+ * here; we forward to libfuse through dlvsym(RTLD_NEXT, ..., "FUSE_3.0").
+ *   - fuse_session_new copies pyfuse3's ops and replaces ioctl, read and
+ *     write_buf with calls into a Python handler (see the module docstring).
+ *   - fuse_session_mount installs a custom io (fuse_session_custom_io) on the
+ *     mounted fd: read() and writev() as usual, except that the FUSE_INIT
+ *     reply and OPEN replies are patched on the wire.
+ *   - fuse_session_destroy invalidates outstanding Request objects, so a reply
+ *     after pyfuse3.close() is a no-op instead of a use-after-free.
+ *
+ * Threads: requests are received and dispatched by pyfuse3 in the trio thread
+ * with the GIL held (internal.pxi, _session_loop).  Replies and notifications
+ * may also be written from other threads (pyfuse3's notify thread, with the
+ * GIL released), so io_writev never touches Python and guards its tables with
+ * io_lock.
+ *
+ * Reference: libfuse 3.14.0 lib/fuse_lowlevel.c (do_init, do_read,
+ * do_write_buf, do_ioctl, find_interrupted, fuse_req_interrupt_func,
+ * fuse_session_custom_io); Linux include/uapi/linux/fuse.h (7.45).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <fuse_lowlevel.h>
+#include <linux/fuse.h>
+
+#define BRIDGE_EXPORT __attribute__((visibility("default")))
+
+/* --- Wire layout (checked, because we patch raw bytes) --------------------
+ *
+ * struct fuse_init_in {           struct fuse_init_out {
+ *     uint32_t major;      @0         uint32_t major;                @0
+ *     uint32_t minor;      @4         uint32_t minor;                @4
+ *     uint32_t max_readahead;@8       uint32_t max_readahead;        @8
+ *     uint32_t flags;      @12        uint32_t flags;                @12
+ *     uint32_t flags2;     @16        uint16_t max_background;       @16
+ *     uint32_t unused[11];            uint16_t congestion_threshold; @18
+ * };                                  uint32_t max_write;            @20
+ *                                     uint32_t time_gran;            @24
+ *                                     uint16_t max_pages;            @28
+ *                                     uint16_t map_alignment;        @30
+ *                                     uint32_t flags2;               @32
+ *                                     ... (7.45: max_stack_depth @36,
+ *                                     request_timeout @40) -> 64 bytes
+ *                                 };
+ * flags2 of init_out is at 32, not 36: max_pages and map_alignment are u16.
+ */
+_Static_assert(sizeof(struct fuse_in_header) == 40, "fuse_in_header");
+_Static_assert(sizeof(struct fuse_out_header) == 16, "fuse_out_header");
+_Static_assert(offsetof(struct fuse_out_header, unique) == 8, "out.unique");
+_Static_assert(offsetof(struct fuse_init_in, flags) == 12, "init_in.flags");
+_Static_assert(offsetof(struct fuse_init_in, flags2) == 16, "init_in.flags2");
+_Static_assert(offsetof(struct fuse_init_out, flags) == 12, "init_out.flags");
+_Static_assert(offsetof(struct fuse_init_out, flags2) == 32, "init_out.flags2");
+_Static_assert(sizeof(struct fuse_init_out) == 64, "fuse_init_out");
+/* struct fuse_open_out { uint64_t fh; uint32_t open_flags; uint32_t padding; } */
+_Static_assert(offsetof(struct fuse_open_out, open_flags) == 8, "open_flags");
+_Static_assert(sizeof(struct fuse_open_out) == 16, "fuse_open_out");
+
+/* Protocol 7.39: "#define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)", i.e. bit 4
+ * of flags2.  Our system header is 7.38, so spell it out. */
+#define INIT_FLAGS2_DIRECT_IO_ALLOW_MMAP (1u << (36 - 32))
+
+/* FOPEN_* bits Python may add per file handle.  FOPEN_PASSTHROUGH (1 << 7)
+ * is excluded: it needs a backing id that libfuse 3.14 cannot register. */
+#define OPEN_FLAGS_ALLOWED                                                    \
+    (FOPEN_DIRECT_IO | FOPEN_KEEP_CACHE | FOPEN_NONSEEKABLE |                 \
+     FOPEN_CACHE_DIR | FOPEN_STREAM | FOPEN_NOFLUSH |                         \
+     FOPEN_PARALLEL_DIRECT_WRITES)
+
+/* --- State ---------------------------------------------------------------- */
+
+enum req_kind { KIND_IOCTL = 1, KIND_READ, KIND_WRITE };
+static const char *const kind_names[] = {"?", "ioctl", "read", "write"};
+
+struct fh_flags { uint64_t fh; uint32_t flags; };
+
+/* Per-session state read and written by the custom io; guarded by io_lock
+ * because writev runs on any thread. */
+static pthread_mutex_t io_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    uint64_t init_unique;           /* unique of FUSE_INIT, 0 once replied */
+    int init_seen;
+    uint32_t kernel_major, kernel_minor, kernel_flags, kernel_flags2;
+    uint32_t reply_minor, reply_flags, reply_flags2;
+    int allow_mmap_granted;
+    uint64_t *open_uniques;         /* FUSE_OPEN requests awaiting a reply */
+    size_t n_opens, cap_opens;
+    struct fh_flags *fh_flags;      /* set_open_flags() entries, one-shot */
+    size_t n_fh, cap_fh;
+    unsigned long long requests, interrupts_received, open_fixups;
+} io;
+
+/* The request being dispatched: io_read records its header, and libfuse
+ * calls our op right after on the same buffer (pyfuse3 does receive_buf and
+ * process_buf back to back, with no await between).  libfuse has no public
+ * accessor for a request's unique. */
+static uint64_t cur_unique;
+static uint32_t cur_opcode;
+
+/* Touched only with the GIL held. */
+static struct fuse_lowlevel_ops bridged_ops;
+static struct fuse_session *hooked_se;
+static unsigned long generation;   /* bumped by fuse_session_destroy */
+static int custom_io_installed, custom_io_error;
+static PyObject *cb_ioctl, *cb_read, *cb_write, *cb_interrupted;
+static PyObject *log_error_fn;     /* logging.getLogger(...).error */
+static struct {
+    unsigned long long ioctls, reads, writes, interrupts, orphaned,
+        handler_errors, dropped_replies, stale_replies;
+} stats;
+
+/* --- Logging ---------------------------------------------------------------
+ * Errors go to the Python logger "tracefs_fuse.fuse._bridge"; the daemon's
+ * log configuration decides where they end up.  Preserves any pending
+ * exception except the one passed as exc_info. */
+static void log_error(PyObject *exc, const char *fmt, ...)
+{
+    PyObject *saved_type, *saved_value, *saved_tb;
+    PyErr_Fetch(&saved_type, &saved_value, &saved_tb);
+    va_list ap;
+    va_start(ap, fmt);
+    /* Passed without logging args, so '%' in it is never interpreted. */
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    PyObject *args = msg ? PyTuple_Pack(1, msg) : NULL;
+    PyObject *kwargs = exc ? Py_BuildValue("{s:O}", "exc_info", exc) : NULL;
+    PyObject *res = NULL;
+    if (args && (kwargs || !exc))
+        res = PyObject_Call(log_error_fn, args, kwargs);
+    if (!res)
+        PyErr_WriteUnraisable(log_error_fn);  /* logging itself failed */
+    Py_XDECREF(res);
+    Py_XDECREF(kwargs);
+    Py_XDECREF(args);
+    Py_XDECREF(msg);
+    PyErr_Restore(saved_type, saved_value, saved_tb);
+}
+
+/* --- Request ---------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    fuse_req_t req;               /* NULL once replied */
+    unsigned long generation;     /* session this request belongs to */
+    unsigned long long unique;
+    size_t max_data;              /* read: size; ioctl: out_size */
+    long pid, uid, gid;
+    unsigned char kind;
+    unsigned char interrupted;    /* a FUSE_INTERRUPT arrived for it */
+    unsigned char registering;    /* inside fuse_req_interrupt_func() */
+    unsigned char in_interrupt;   /* inside handler.interrupted() */
+} Request;
+
+static PyTypeObject RequestType;
+
+static Request *request_new(fuse_req_t req, enum req_kind kind, size_t max_data)
+{
+    Request *self = PyObject_New(Request, &RequestType);
+    if (!self)
+        return NULL;
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    self->req = req;
+    self->generation = generation;
+    self->unique = cur_unique;
+    self->max_data = max_data;
+    /* ctx->pid is the caller's *thread* id (kernel: pid_nr_ns(task_pid(
+     * current), fc->pid_ns)); 0 if not visible in our pid namespace. */
+    self->pid = ctx->pid;
+    self->uid = ctx->uid;
+    self->gid = ctx->gid;
+    self->kind = kind;
+    self->interrupted = self->registering = self->in_interrupt = 0;
+    return self;
+}
+
+/* Claims the libfuse request for a reply: validates first, so a rejected
+ * reply leaves the request open.  Returns NULL with an exception set, or
+ * NULL without one if the session is gone (reply becomes a no-op). */
+static fuse_req_t request_take(Request *self, enum req_kind kind, int *stale)
+{
+    *stale = 0;
+    if (self->in_interrupt) {
+        /* libfuse holds the request's lock around the interrupt callback
+         * (find_interrupted, fuse_req_interrupt_func); a reply frees it. */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "cannot reply from inside interrupted(); cancel the "
+                        "waiter and reply from it");
+        return NULL;
+    }
+    if (!self->req) {
+        PyErr_Format(PyExc_RuntimeError, "request %llu was already replied",
+                     self->unique);
+        return NULL;
+    }
+    if (kind && self->kind != kind) {
+        PyErr_Format(PyExc_TypeError, "%s request %llu cannot take a %s reply",
+                     kind_names[self->kind], self->unique, kind_names[kind]);
+        return NULL;
+    }
+    fuse_req_t req = self->req;
+    self->req = NULL;
+    if (self->generation != generation) {
+        stats.stale_replies++;
+        *stale = 1;
+        return NULL;
+    }
+    return req;
+}
+
+/* ENOENT: the kernel no longer knows the request (aborted connection);
+ * ENODEV: unmounted.  Neither is the handler's fault. */
+static PyObject *reply_result(int rc)
+{
+    if (rc == 0)
+        Py_RETURN_NONE;
+    if (rc == -ENOENT || rc == -ENODEV) {
+        stats.dropped_replies++;
+        Py_RETURN_NONE;
+    }
+    errno = -rc;
+    return PyErr_SetFromErrno(PyExc_OSError);
+}
+
+#define TAKE_OR_RETURN(self, kind, req)                                       \
+    int stale_;                                                               \
+    fuse_req_t req = request_take((self), (kind), &stale_);                   \
+    if (!req) {                                                               \
+        if (stale_)                                                           \
+            Py_RETURN_NONE;                                                   \
+        return NULL;                                                          \
+    }
+
+static PyObject *Request_reply_err(Request *self, PyObject *arg)
+{
+    long err = PyLong_AsLong(arg);
+    if (err == -1 && PyErr_Occurred())
+        return NULL;
+    if (err <= 0 || err >= 1000) {  /* fuse_send_reply_iov_nofree's range */
+        PyErr_Format(PyExc_ValueError, "errno out of range: %ld", err);
+        return NULL;
+    }
+    TAKE_OR_RETURN(self, 0, req);
+    return reply_result(fuse_reply_err(req, (int)err));
+}
+
+static PyObject *Request_reply_data(Request *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *res = NULL;
+    if ((size_t)view.len > self->max_data && self->kind == KIND_READ) {
+        /* The kernel would reject the oversized reply and fail the read. */
+        PyErr_Format(PyExc_ValueError, "%zd bytes for a %zu-byte read",
+                     view.len, self->max_data);
+        goto out;
+    }
+    int stale;
+    fuse_req_t req = request_take(self, KIND_READ, &stale);
+    if (req)
+        res = reply_result(fuse_reply_buf(req, view.buf, view.len));
+    else if (stale)
+        res = Py_NewRef(Py_None);
+out:
+    PyBuffer_Release(&view);
+    return res;
+}
+
+static PyObject *Request_reply_write(Request *self, PyObject *arg)
+{
+    size_t count = PyLong_AsSize_t(arg);
+    if (count == (size_t)-1 && PyErr_Occurred())
+        return NULL;
+    TAKE_OR_RETURN(self, KIND_WRITE, req);
+    return reply_result(fuse_reply_write(req, count));
+}
+
+static PyObject *Request_reply_ioctl(Request *self, PyObject *args,
+                                     PyObject *kwargs)
+{
+    static char *kwlist[] = {"result", "data", NULL};
+    int result;
+    Py_buffer view = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "i|y*:reply_ioctl", kwlist,
+                                     &result, &view))
+        return NULL;
+    PyObject *res = NULL;
+    if ((size_t)view.len > self->max_data && self->kind == KIND_IOCTL) {
+        /* fuse_ioctl_common: "if (transferred > inarg.out_size) goto out"
+         * with -EIO. */
+        PyErr_Format(PyExc_ValueError, "%zd bytes exceed out_size %zu",
+                     view.len, self->max_data);
+        goto out;
+    }
+    int stale;
+    fuse_req_t req = request_take(self, KIND_IOCTL, &stale);
+    if (req) /* size 0: the kernel copies nothing back to the caller */
+        res = reply_result(fuse_reply_ioctl(req, result,
+                                            view.len ? view.buf : NULL,
+                                            view.len));
+    else if (stale)
+        res = Py_NewRef(Py_None);
+out:
+    if (view.obj)
+        PyBuffer_Release(&view);
+    return res;
+}
+
+static void handler_interrupted(Request *self);
+
+/* libfuse: find_interrupted() -> func(req, data) for a FUSE_INTERRUPT that
+ * names this request, or fuse_req_interrupt_func() itself when the interrupt
+ * arrived before we registered.  Both run in the trio thread. */
+static void on_interrupt(fuse_req_t req, void *data)
+{
+    (void)req;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    Request *self = data;
+    self->interrupted = 1;
+    stats.interrupts++;
+    if (!self->registering)
+        handler_interrupted(self);
+    PyGILState_Release(gil);
+}
+
+static PyObject *Request_watch_interrupts(Request *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (!self->req) {
+        PyErr_Format(PyExc_RuntimeError, "request %llu was already replied",
+                     self->unique);
+        return NULL;
+    }
+    if (self->generation != generation)
+        Py_RETURN_FALSE;
+    /* Borrowed pointer: libfuse forgets it when the request is replied
+     * (fuse_free_req clears u.ni.func), and request_finalize replies before
+     * the object dies, so the callback never sees a freed Request. */
+    self->registering = 1;
+    fuse_req_interrupt_func(self->req, on_interrupt, self);
+    self->registering = 0;
+    return PyBool_FromLong(self->interrupted);
+}
+
+static PyObject *Request_repr(Request *self)
+{
+    return PyUnicode_FromFormat("<Request %s unique=%llu pid=%ld%s>",
+                                kind_names[self->kind], self->unique,
+                                self->pid, self->req ? "" : " replied");
+}
+
+static void request_finalize(PyObject *obj)
+{
+    Request *self = (Request *)obj;
+    if (!self->req)
+        return;
+    int stale;
+    fuse_req_t req = request_take(self, 0, &stale);
+    if (!req)
+        return;  /* session already destroyed: nothing left to answer */
+    stats.orphaned++;
+    fuse_reply_err(req, EIO);
+    log_error(NULL, "%s request %llu (pid %ld) dropped without a reply; "
+              "replied EIO", kind_names[self->kind], self->unique, self->pid);
+}
+
+static void request_dealloc(PyObject *obj)
+{
+    if (PyObject_CallFinalizerFromDealloc(obj) < 0)
+        return;  /* resurrected */
+    Py_TYPE(obj)->tp_free(obj);
+}
+
+static PyObject *Request_get_replied(Request *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->req == NULL);
+}
+
+static PyObject *Request_get_interrupted(Request *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->interrupted);
+}
+
+static PyMethodDef Request_methods[] = {
+    {"reply_err", (PyCFunction)Request_reply_err, METH_O,
+     "reply_err(errno): fail the request with a positive errno."},
+    {"reply_data", (PyCFunction)Request_reply_data, METH_O,
+     "reply_data(data): answer a read with at most `size` bytes."},
+    {"reply_write", (PyCFunction)Request_reply_write, METH_O,
+     "reply_write(count): answer a write with the bytes consumed."},
+    {"reply_ioctl", (PyCFunction)(void (*)(void))Request_reply_ioctl,
+     METH_VARARGS | METH_KEYWORDS,
+     "reply_ioctl(result, data=b''): ioctl() returns `result`; the kernel "
+     "copies `data` (at most out_size bytes) to the caller, nothing if empty."},
+    {"watch_interrupts", (PyCFunction)Request_watch_interrupts, METH_NOARGS,
+     "watch_interrupts() -> bool: deliver a FUSE_INTERRUPT for this request "
+     "to handler.interrupted(req).  Returns True if it was interrupted "
+     "already (then interrupted() is not called)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef Request_members[] = {
+    {"unique", T_ULONGLONG, offsetof(Request, unique), READONLY,
+     "fuse_in_header.unique"},
+    {"pid", T_LONG, offsetof(Request, pid), READONLY,
+     "caller's thread id (0 if outside our pid namespace)"},
+    {"uid", T_LONG, offsetof(Request, uid), READONLY, "caller's fsuid"},
+    {"gid", T_LONG, offsetof(Request, gid), READONLY, "caller's fsgid"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef Request_getset[] = {
+    {"replied", (getter)Request_get_replied, NULL, "a reply was sent", NULL},
+    {"interrupted", (getter)Request_get_interrupted, NULL,
+     "a FUSE_INTERRUPT arrived (only tracked after watch_interrupts())",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject RequestType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tracefs_fuse.fuse._bridge.Request",
+    .tp_basicsize = sizeof(Request),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One FUSE request handed to the Python handler; reply once.",
+    .tp_dealloc = request_dealloc,
+    .tp_finalize = request_finalize,
+    .tp_repr = (reprfunc)Request_repr,
+    .tp_methods = Request_methods,
+    .tp_members = Request_members,
+    .tp_getset = Request_getset,
+};
+
+/* --- Calls into the handler ------------------------------------------------ */
+
+/* Calls cb(req, *args); an escaping exception is logged and, if the request
+ * is still open, answered with EIO so the client never hangs.  Steals args. */
+static void dispatch(PyObject *cb, Request *self, PyObject *args)
+{
+    PyObject *res = args ? PyObject_Call(cb, args, NULL) : NULL;
+    if (!res) {
+        stats.handler_errors++;
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (value && tb)
+            PyException_SetTraceback(value, tb);
+        log_error(value, "%s handler raised for request %llu",
+                  kind_names[self->kind], self->unique);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        int stale;
+        fuse_req_t req = self->req ? request_take(self, 0, &stale) : NULL;
+        if (req)
+            fuse_reply_err(req, EIO);
+    }
+    Py_XDECREF(res);
+    Py_XDECREF(args);
+}
+
+static void handler_interrupted(Request *self)
+{
+    /* Keep the object alive across the call; if this is the last reference
+     * afterwards, request_finalize replies EIO, which is safe here: libfuse
+     * holds a count on the request during find_interrupted. */
+    Py_INCREF(self);
+    self->in_interrupt = 1;
+    PyObject *res = PyObject_CallOneArg(cb_interrupted, (PyObject *)self);
+    self->in_interrupt = 0;
+    if (!res) {
+        stats.handler_errors++;
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (value && tb)
+            PyException_SetTraceback(value, tb);
+        log_error(value, "interrupted handler raised for request %llu",
+                  self->unique);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    }
+    Py_XDECREF(res);
+    Py_DECREF(self);
+}
+
+/* The request libfuse is dispatching is the one io_read just received;
+ * anything else means pyfuse3's loop changed shape. */
+static void check_current(uint32_t opcode)
+{
+    if (cur_opcode != opcode)
+        cur_unique = 0;
+}
+
+/* --- fuse_lowlevel_ops replacements ---------------------------------------- */
+
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd,
+                     void *arg,
+                     struct fuse_file_info *fi, unsigned flags,
+                     const void *in_buf, size_t in_bufsz, size_t out_bufsz)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    check_current(FUSE_IOCTL);
+    stats.ioctls++;
+    Request *self = request_new(req, KIND_IOCTL, out_bufsz);
+    if (!self) {
+        PyErr_Clear();
+        fuse_reply_err(req, ENOMEM);
+    } else {
+        /* Restricted ioctl (all FUSE mounts): in_buf holds _IOC_SIZE(cmd)
+         * bytes copied by the kernel, e.g. 8 for a pointer-sized cmd; read
+         * anything else from the caller through `arg`. */
+        dispatch(cb_ioctl, self,
+                 Py_BuildValue("(OKKIKy#nI)", self, (unsigned long long)ino,
+                               (unsigned long long)fi->fh, cmd,
+                               (unsigned long long)(uintptr_t)arg,
+                               in_buf ? in_buf : "", (Py_ssize_t)in_bufsz,
+                               (Py_ssize_t)out_bufsz, flags));
+        Py_DECREF(self);
+    }
+    PyGILState_Release(gil);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    check_current(FUSE_READ);
+    stats.reads++;
+    Request *self = request_new(req, KIND_READ, size);
+    if (!self) {
+        PyErr_Clear();
+        fuse_reply_err(req, ENOMEM);
+    } else {
+        /* do_read: fi->flags = read_in.flags (the file's f_flags *now*, so
+         * O_NONBLOCK set by fcntl shows up); fi->lock_owner is non-zero for
+         * read(2) and 0 for page-cache fills (mmap faults, readahead). */
+        dispatch(cb_read, self,
+                 Py_BuildValue("(OKKLniK)", self, (unsigned long long)ino,
+                               (unsigned long long)fi->fh, (long long)off,
+                               (Py_ssize_t)size, fi->flags,
+                               (unsigned long long)fi->lock_owner));
+        Py_DECREF(self);
+    }
+    PyGILState_Release(gil);
+}
+
+static PyObject *bytes_from_bufvec(struct fuse_bufvec *bufv)
+{
+    size_t len = fuse_buf_size(bufv);
+    PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
+    if (!data)
+        return NULL;
+    struct fuse_bufvec dst = FUSE_BUFVEC_INIT(len);
+    dst.buf[0].mem = PyBytes_AS_STRING(data);
+    ssize_t got = fuse_buf_copy(&dst, bufv, 0);
+    if (got < 0) {
+        Py_DECREF(data);
+        errno = (int)-got;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    if ((size_t)got < len && _PyBytes_Resize(&data, got) < 0)
+        return NULL;
+    return data;
+}
+
+/* write_buf rather than write: libfuse prefers write_buf when set
+ * (fuse_session_process_buf_int), and pyfuse3 registers both. */
+static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
+                         struct fuse_bufvec *bufv, off_t off,
+                         struct fuse_file_info *fi)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+    check_current(FUSE_WRITE);
+    stats.writes++;
+    Request *self = request_new(req, KIND_WRITE, 0);
+    PyObject *data = self ? bytes_from_bufvec(bufv) : NULL;
+    if (!data) {
+        PyErr_Clear();
+        if (self && self->req)
+            self->req = NULL;
+        fuse_reply_err(req, ENOMEM);
+    } else {
+        dispatch(cb_write, self,
+                 Py_BuildValue("(OKKLNi)", self, (unsigned long long)ino,
+                               (unsigned long long)fi->fh, (long long)off,
+                               data, fi->flags));
+    }
+    Py_XDECREF(self);
+    PyGILState_Release(gil);
+}
+
+/* --- Custom io ---------------------------------------------------------------- */
+
+/* Caller holds io_lock. */
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap * 2 : 16;
+    void *n = realloc(*arr, ncap * elem);
+    if (!n)
+        return -1;
+    *arr = n;
+    *cap = ncap;
+    return 0;
+}
+
+static void note_request(const void *buf, size_t len)
+{
+    const struct fuse_in_header *in = buf;
+    cur_unique = in->unique;
+    cur_opcode = in->opcode;
+    pthread_mutex_lock(&io_lock);
+    io.requests++;
+    if (in->opcode == FUSE_INIT &&
+        len >= sizeof(*in) + offsetof(struct fuse_init_in, flags2)) {
+        const struct fuse_init_in *arg = (const void *)(in + 1);
+        io.init_seen = 1;
+        io.init_unique = in->unique;
+        io.kernel_major = arg->major;
+        io.kernel_minor = arg->minor;
+        io.kernel_flags = arg->flags;
+        /* flags2 exists only if the kernel sets FUSE_INIT_EXT (7.36+). */
+        io.kernel_flags2 = (arg->flags & FUSE_INIT_EXT) &&
+                                   len >= sizeof(*in) + sizeof(*arg)
+                               ? arg->flags2
+                               : 0;
+    } else if (in->opcode == FUSE_OPEN) {
+        if (grow((void **)&io.open_uniques, &io.cap_opens, io.n_opens + 1,
+                 sizeof(uint64_t)) == 0)
+            io.open_uniques[io.n_opens++] = in->unique;
+    } else if (in->opcode == FUSE_INTERRUPT) {
+        io.interrupts_received++;
+    }
+    pthread_mutex_unlock(&io_lock);
+}
+
+static ssize_t io_read(int fd, void *buf, size_t buf_len, void *userdata)
+{
+    (void)userdata;
+    ssize_t n = read(fd, buf, buf_len);
+    if (n >= (ssize_t)sizeof(struct fuse_in_header)) {
+        int saved = errno;
+        note_request(buf, (size_t)n);
+        errno = saved;
+    }
+    return n;
+}
+
+/* Caller holds io_lock.  Returns 1 and removes it if `unique` is a pending
+ * FUSE_OPEN. */
+static int take_open_unique(uint64_t unique)
+{
+    for (size_t i = 0; i < io.n_opens; i++) {
+        if (io.open_uniques[i] == unique) {
+            io.open_uniques[i] = io.open_uniques[--io.n_opens];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Caller holds io_lock.  Pops the set_open_flags() entry for fh. */
+static uint32_t take_fh_flags(uint64_t fh)
+{
+    for (size_t i = 0; i < io.n_fh; i++) {
+        if (io.fh_flags[i].fh == fh) {
+            uint32_t flags = io.fh_flags[i].flags;
+            io.fh_flags[i] = io.fh_flags[--io.n_fh];
+            return flags;
+        }
+    }
+    return 0;
+}
+
+/* Caller holds io_lock.  `msg` is a whole reply (out header + payload). */
+static void patch_reply(unsigned char *msg, size_t len, int is_init)
+{
+    const struct fuse_out_header *out = (const void *)msg;
+    if (out->error != 0)
+        return;
+    if (is_init) {
+        /* libfuse 3.14 replies with 16 + 64 bytes; flags2 needs >= 36. */
+        if (len < sizeof(*out) + offsetof(struct fuse_init_out, flags2) + 4)
+            return;
+        struct fuse_init_out *arg = (void *)(msg + sizeof(*out));
+        if ((io.kernel_flags & FUSE_INIT_EXT) &&
+            (io.kernel_flags2 & INIT_FLAGS2_DIRECT_IO_ALLOW_MMAP)) {
+            /* The kernel reads flags2 only with FUSE_INIT_EXT in flags; it
+             * does not gate it on our (older) reply minor. */
+            arg->flags |= FUSE_INIT_EXT;
+            arg->flags2 |= INIT_FLAGS2_DIRECT_IO_ALLOW_MMAP;
+            io.allow_mmap_granted = 1;
+        }
+        io.reply_minor = arg->minor;
+        io.reply_flags = arg->flags;
+        io.reply_flags2 = arg->flags2;
+    } else if (len >= sizeof(*out) + sizeof(struct fuse_open_out)) {
+        struct fuse_open_out *arg = (void *)(msg + sizeof(*out));
+        uint32_t extra = take_fh_flags(arg->fh);
+        if (extra) {
+            arg->open_flags |= extra;
+            io.open_fixups++;
+        }
+    }
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+    (void)userdata;
+    /* libfuse always puts the out header alone in iov[0] (fuse_send_msg). */
+    const struct fuse_out_header *out = iov[0].iov_base;
+    if (out->unique == 0)  /* notification: nothing to patch, no lock */
+        return writev(fd, iov, count);
+    pthread_mutex_lock(&io_lock);
+    int is_init = io.init_unique != 0 && out->unique == io.init_unique;
+    int patch = is_init || take_open_unique(out->unique);
+    if (is_init)
+        io.init_unique = 0;
+    if (!patch) {
+        pthread_mutex_unlock(&io_lock);
+        return writev(fd, iov, count);
+    }
+    /* Flatten (INIT: 80 bytes, OPEN: 32) and write it as one message. */
+    unsigned char msg[256];
+    size_t len = 0;
+    for (int i = 0; i < count; i++) {
+        if (len + iov[i].iov_len > sizeof(msg)) {
+            pthread_mutex_unlock(&io_lock);
+            return writev(fd, iov, count);  /* not a reply we know */
+        }
+        memcpy(msg + len, iov[i].iov_base, iov[i].iov_len);
+        len += iov[i].iov_len;
+    }
+    patch_reply(msg, len, is_init);
+    pthread_mutex_unlock(&io_lock);
+    return write(fd, msg, len);
+}
+
+static const struct fuse_custom_io bridge_io = {
+    .read = io_read,
+    .writev = io_writev,
+    /* No splice_*: libfuse then disables splice (do_init offers
+     * FUSE_CAP_SPLICE_* only if io is NULL or has them), so every request
+     * passes through io_read and every buffer is in memory. */
+};
+
+/* --- Interposed libfuse entry points --------------------------------------- */
+
+static void *real_symbol(const char *name)
+{
+    void *sym = dlvsym(RTLD_NEXT, name, "FUSE_3.0");
+    if (!sym)
+        fuse_log(FUSE_LOG_ERR, "tracefs bridge: dlvsym(%s@FUSE_3.0): %s\n",
+                 name, dlerror());
+    return sym;
+}
+
+static void reset_session_state(void)
+{
+    pthread_mutex_lock(&io_lock);
+    free(io.open_uniques);
+    free(io.fh_flags);
+    memset(&io, 0, sizeof(io));
+    pthread_mutex_unlock(&io_lock);
+    custom_io_installed = custom_io_error = 0;
+    memset(&stats, 0, sizeof(stats));
+}
+
+BRIDGE_EXPORT struct fuse_session *
+fuse_session_new(struct fuse_args *args, const struct fuse_lowlevel_ops *op,
+                 size_t op_size, void *userdata)
+{
+    static struct fuse_session *(*real)(struct fuse_args *,
+                                        const struct fuse_lowlevel_ops *,
+                                        size_t, void *);
+    if (!real && !(real = real_symbol("fuse_session_new")))
+        return NULL;
+    if (!cb_ioctl)  /* install() not called: stay out of the way */
+        return real(args, op, op_size, userdata);
+    memset(&bridged_ops, 0, sizeof(bridged_ops));
+    memcpy(&bridged_ops, op,
+           op_size < sizeof(bridged_ops) ? op_size : sizeof(bridged_ops));
+    bridged_ops.ioctl = op_ioctl;
+    bridged_ops.read = op_read;
+    bridged_ops.write = NULL;  /* never reachable: write_buf wins */
+    bridged_ops.write_buf = op_write_buf;
+    struct fuse_session *se = real(args, &bridged_ops, sizeof(bridged_ops),
+                                   userdata);
+    if (se) {
+        reset_session_state();
+        hooked_se = se;
+    }
+    return se;
+}
+
+BRIDGE_EXPORT int fuse_session_mount(struct fuse_session *se,
+                                     const char *mountpoint)
+{
+    static int (*real)(struct fuse_session *, const char *);
+    if (!real && !(real = real_symbol("fuse_session_mount")))
+        return -1;
+    int res = real(se, mountpoint);
+    if (res != 0 || se != hooked_se)
+        return res;
+    /* Same fd; libfuse keeps se->mountpoint, so unmount is unchanged.  A
+     * failure leaves the mount working without the io patches; _session's
+     * check reports it rather than failing the mount here. */
+    int rc = fuse_session_custom_io(se, &bridge_io, fuse_session_fd(se));
+    custom_io_installed = rc == 0;
+    custom_io_error = rc < 0 ? -rc : 0;
+    return 0;
+}
+
+BRIDGE_EXPORT void fuse_session_destroy(struct fuse_session *se)
+{
+    static void (*real)(struct fuse_session *);
+    if (!real && !(real = real_symbol("fuse_session_destroy")))
+        return;
+    if (se == hooked_se) {
+        /* Outstanding Requests now reply into the void instead of into a
+         * freed session. */
+        generation++;
+        hooked_se = NULL;
+    }
+    real(se);
+}
+
+/* --- Module functions ---------------------------------------------------------- */
+
+static PyObject *bridge_install(PyObject *mod, PyObject *handler)
+{
+    (void)mod;
+    PyObject *m[4];
+    static const char *const names[] = {"ioctl", "read", "write",
+                                        "interrupted"};
+    for (int i = 0; i < 4; i++) {
+        m[i] = PyObject_GetAttrString(handler, names[i]);
+        if (!m[i] || !PyCallable_Check(m[i])) {
+            if (m[i])
+                PyErr_Format(PyExc_TypeError, "handler.%s is not callable",
+                             names[i]);
+            for (int j = 0; j <= i; j++)
+                Py_XDECREF(m[j]);
+            return NULL;
+        }
+    }
+    Py_XSETREF(cb_ioctl, m[0]);
+    Py_XSETREF(cb_read, m[1]);
+    Py_XSETREF(cb_write, m[2]);
+    Py_XSETREF(cb_interrupted, m[3]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_set_open_flags(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    unsigned long long fh;
+    unsigned int flags;
+    if (!PyArg_ParseTuple(args, "KI:set_open_flags", &fh, &flags))
+        return NULL;
+    if (flags & ~(unsigned)OPEN_FLAGS_ALLOWED) {
+        PyErr_Format(PyExc_ValueError, "unsupported FOPEN_* bits 0x%x",
+                     flags & ~(unsigned)OPEN_FLAGS_ALLOWED);
+        return NULL;
+    }
+    pthread_mutex_lock(&io_lock);
+    take_fh_flags(fh);
+    int ok = 1;
+    if (flags) {
+        ok = grow((void **)&io.fh_flags, &io.cap_fh, io.n_fh + 1,
+                  sizeof(*io.fh_flags)) == 0;
+        if (ok)
+            io.fh_flags[io.n_fh++] = (struct fh_flags){fh, flags};
+    }
+    pthread_mutex_unlock(&io_lock);
+    if (!ok)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_status(PyObject *mod, PyObject *noargs)
+{
+    (void)mod;
+    (void)noargs;
+    pthread_mutex_lock(&io_lock);
+    __typeof__(io) snap = io;
+    pthread_mutex_unlock(&io_lock);
+    return Py_BuildValue(
+        "{s:N,s:N,s:N,s:i,s:N,s:I,s:I,s:I,s:I,s:N,s:N,s:I,s:I,s:I,"
+        "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+        "installed", PyBool_FromLong(cb_ioctl != NULL),
+        "session_hooked", PyBool_FromLong(hooked_se != NULL),
+        "custom_io", PyBool_FromLong(custom_io_installed),
+        "custom_io_error", custom_io_error,
+        "init_seen", PyBool_FromLong(snap.init_seen),
+        "kernel_major", snap.kernel_major,
+        "kernel_minor", snap.kernel_minor,
+        "kernel_flags", snap.kernel_flags,
+        "kernel_flags2", snap.kernel_flags2,
+        "allow_mmap_offered",
+        PyBool_FromLong((snap.kernel_flags & FUSE_INIT_EXT) &&
+                        (snap.kernel_flags2 &
+                         INIT_FLAGS2_DIRECT_IO_ALLOW_MMAP)),
+        "allow_mmap_granted", PyBool_FromLong(snap.allow_mmap_granted),
+        "reply_minor", snap.reply_minor,
+        "reply_flags", snap.reply_flags,
+        "reply_flags2", snap.reply_flags2,
+        "requests", snap.requests,
+        "interrupts_received", snap.interrupts_received,
+        "open_fixups", snap.open_fixups,
+        "ioctls", stats.ioctls,
+        "reads", stats.reads,
+        "writes", stats.writes,
+        "interrupts", stats.interrupts,
+        "orphaned", stats.orphaned,
+        "handler_errors", stats.handler_errors,
+        "dropped_replies", stats.dropped_replies,
+        "stale_replies", stats.stale_replies);
+}
+
+static PyMethodDef bridge_methods[] = {
+    {"install", bridge_install, METH_O,
+     "install(handler): route ioctl/read/write/interrupts to `handler`; "
+     "call before pyfuse3.init()."},
+    {"set_open_flags", bridge_set_open_flags, METH_VARARGS,
+     "set_open_flags(fh, flags): OR FOPEN_* `flags` into the next OPEN reply "
+     "carrying `fh`; 0 cancels."},
+    {"status", bridge_status, METH_NOARGS,
+     "status() -> dict: hooks in place, INIT negotiation, counters."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(bridge_doc,
+"Native bridge extending pyfuse3 3.5.0's libfuse session.\n"
+"\n"
+"Load only through tracefs_fuse.fuse._session, which dlopens this module\n"
+"with RTLD_GLOBAL before pyfuse3 so that pyfuse3's fuse_session_new,\n"
+"fuse_session_mount and fuse_session_destroy bind here.\n"
+"\n"
+"install(handler) must precede pyfuse3.init().  From then on FUSE_IOCTL,\n"
+"FUSE_READ and FUSE_WRITE bypass pyfuse3's Operations and call, in the trio\n"
+"thread with the GIL held, synchronously (never await; start a task to reply\n"
+"later):\n"
+"\n"
+"    handler.ioctl(req, ino, fh, cmd, arg, in_data: bytes, out_size, flags)\n"
+"    handler.read(req, ino, fh, offset, size, flags, lock_owner)\n"
+"    handler.write(req, ino, fh, offset, data: bytes, flags)\n"
+"    handler.interrupted(req)\n"
+"\n"
+"ioctl: restricted, so in_data is the _IOC_SIZE(cmd) bytes the kernel copied\n"
+"(8 for a pointer-typed cmd); `arg` is the caller's address.  read: `flags`\n"
+"is the file's current f_flags (fcntl O_NONBLOCK included); lock_owner is 0\n"
+"for page-cache fills (mmap faults, readahead) and non-zero for read(2).\n"
+"\n"
+"Request: unique, pid (caller's thread id), uid, gid, replied, interrupted;\n"
+"reply_data(bytes) / reply_write(count) / reply_ioctl(result, data=b'') /\n"
+"reply_err(errno), exactly once (a second reply raises RuntimeError; the\n"
+"wrong kind raises TypeError).  reply_ioctl with empty data makes the kernel\n"
+"copy nothing back, so process_vm_writev results survive.\n"
+"watch_interrupts() -> bool registers for FUSE_INTERRUPT: handler.\n"
+"interrupted(req) is then called from inside libfuse, where replying is\n"
+"forbidden (RuntimeError): cancel the waiter, and let it reply.  It returns\n"
+"True, without calling interrupted(), if the interrupt came first.\n"
+"\n"
+"Safety nets: a Request collected without a reply answers EIO and logs; an\n"
+"exception escaping a handler is logged and answered EIO; replies after\n"
+"pyfuse3.close() are no-ops.  Reply errors ENOENT/ENODEV (request or mount\n"
+"gone) are counted, others raise OSError.\n"
+"\n"
+"set_open_flags(fh, flags) ORs FOPEN_* bits (e.g. FOPEN_PARALLEL_DIRECT_WRITES)\n"
+"into the next OPEN reply for fh; call it in Operations.open just before\n"
+"returning FileInfo(fh=fh).  The FUSE_INIT reply gets FUSE_INIT_EXT and\n"
+"FUSE_DIRECT_IO_ALLOW_MMAP when the kernel offers it.  status() reports it all.");
+
+static struct PyModuleDef bridge_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "tracefs_fuse.fuse._bridge",
+    .m_doc = bridge_doc,
+    .m_size = -1,  /* process-global by nature: one libfuse session hook */
+    .m_methods = bridge_methods,
+};
+
+PyMODINIT_FUNC PyInit__bridge(void)
+{
+    if (PyType_Ready(&RequestType) < 0)
+        return NULL;
+    PyObject *logging = PyImport_ImportModule("logging");
+    if (!logging)
+        return NULL;
+    PyObject *logger = PyObject_CallMethod(logging, "getLogger", "s",
+                                           "tracefs_fuse.fuse._bridge");
+    Py_DECREF(logging);
+    if (!logger)
+        return NULL;
+    Py_XSETREF(log_error_fn, PyObject_GetAttrString(logger, "error"));
+    Py_DECREF(logger);
+    if (!log_error_fn)
+        return NULL;
+    PyObject *m = PyModule_Create(&bridge_module);
+    if (!m)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "Request", (PyObject *)&RequestType) < 0 ||
+        PyModule_AddIntConstant(m, "FOPEN_DIRECT_IO", FOPEN_DIRECT_IO) < 0 ||
+        PyModule_AddIntConstant(m, "FOPEN_KEEP_CACHE", FOPEN_KEEP_CACHE) < 0 ||
+        PyModule_AddIntConstant(m, "FOPEN_NONSEEKABLE", FOPEN_NONSEEKABLE) < 0 ||
+        PyModule_AddIntConstant(m, "FOPEN_STREAM", FOPEN_STREAM) < 0 ||
+        PyModule_AddIntConstant(m, "FOPEN_NOFLUSH", FOPEN_NOFLUSH) < 0 ||
+        PyModule_AddIntConstant(m, "FOPEN_PARALLEL_DIRECT_WRITES",
+                                FOPEN_PARALLEL_DIRECT_WRITES) < 0 ||
+        PyModule_AddIntConstant(m, "FUSE_IOCTL_COMPAT", FUSE_IOCTL_COMPAT) < 0 ||
+        PyModule_AddIntConstant(m, "FUSE_IOCTL_DIR", FUSE_IOCTL_DIR) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
