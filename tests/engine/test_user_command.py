@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from tracefs_fuse.engine._errors import TracefsError
 from tracefs_fuse.engine._field import render_format
-from tracefs_fuse.engine._user_command import (fields_match, kstrtoull, parse_fields, print_fmt,
-                                               show_fields, split_command, split_match_args)
+from tracefs_fuse.engine._kstrto import kstrtoul_from_user, kstrtoull
+from tracefs_fuse.engine._user_command import (fields_match, parse_fields, print_fmt, show_fields,
+                                               split_command, split_match_args)
 
 # (command, accepted by the kernel's parser)
 ORACLE_ROWS = [
@@ -107,6 +108,18 @@ def test_kstrtoull(text: str, base: int, value: int | None) -> None:
             kstrtoull(text, base)
     else:
         assert kstrtoull(text, base) == value
+
+
+@pytest.mark.parametrize(("data", "value"), [
+    (b"1", 1), (b"0\n", 0), (b"2", 2), (b"abc", None), (b" 1 ", None), (b"-1", None), (b"", None),
+    (b"1\0junk", 1), (b"0" * 65 + b"1junk", 1),  # only 66 bytes are looked at
+])
+def test_kstrtoul_from_user(data: bytes, value: int | None) -> None:
+    if value is None:
+        with pytest.raises(TracefsError):
+            kstrtoul_from_user(data)
+    else:
+        assert kstrtoul_from_user(data) == value
 
 
 # Golden `format` files from the oracle (Linux 6.12.117); the kernel prints

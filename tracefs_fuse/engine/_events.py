@@ -66,10 +66,11 @@ class TraceEvent:
                 status |= kind
         return status
 
-    @property
-    def enableable(self) -> bool:
-        """Whether ``enable`` exists for it (ftrace's own events have none)."""
-        return True
+    #: False for events flagged TRACE_EVENT_FL_IGNORE_ENABLE (ftrace's own):
+    #: no ``enable``/``filter``, not in ``available_events`` nor ``set_event``.
+    enableable = True
+    #: Whether its directory has ``id`` and ``trigger`` (``ftrace:raw_data`` has neither).
+    has_id_file = True
 
     def format_text(self) -> str:
         return render_format(self.name, self.id, self.fields, self.print_fmt)

@@ -24,6 +24,7 @@ import msgspec
 
 from ._errors import TracefsError
 from ._field import KERNEL_SPACE, TRACE_ENTRY_SIZE, Field
+from ._kstrto import kstrtou32
 
 #: MAX_FIELD_ARRAY_SIZE: the largest N of ``char[N]``.
 MAX_FIELD_ARRAY_SIZE = 1024
@@ -50,7 +51,6 @@ _MULTI_WORD_PREFIXES = (
     "__rel_loc unsigned ", "__rel_loc ",
 )
 
-_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 _SPACE_RUN = re.compile(f"[{re.escape(KERNEL_SPACE)}]+")
 
 
@@ -73,39 +73,6 @@ def split_command(command: str) -> UserCommand:
     name, space, args = command.partition(" ")
     name, colon, flags = name.partition(":")
     return UserCommand(name, flags if colon else None, args if space else None)
-
-
-def kstrtoull(text: str, base: int) -> int:
-    """``kstrtoull``: an optional ``+``, digits, one optional trailing newline.
-
-    Raises:
-        TracefsError: EINVAL for anything else (the kernel's EINVAL/ERANGE).
-    """
-    s = text[1:] if text.startswith("+") else text
-    if base == 0:
-        # _parse_integer_fixup_radix: "0x" needs a hex digit after it.
-        if s.startswith("0"):
-            base = 16 if s[1:2] in ("x", "X") and s[2:3] in _HEX_DIGITS else 8
-        else:
-            base = 10
-    if base == 16 and s[:2].lower() == "0x":
-        s = s[2:]
-    if s.endswith("\n"):
-        s = s[:-1]
-    digits = "0123456789abcdef"[:base]
-    if not s or any(c.lower() not in digits for c in s):
-        raise _invalid(f"not a base-{base} number: {text!r}")
-    value = int(s, base)
-    if value >= 1 << 64:
-        raise _invalid(f"out of range: {text!r}")
-    return value
-
-
-def kstrtou32(text: str, base: int) -> int:
-    value = kstrtoull(text, base)
-    if value >= 1 << 32:
-        raise _invalid(f"out of range: {text!r}")
-    return value
 
 
 def _array_size(type_: str) -> int:
@@ -239,10 +206,14 @@ def show_fields(fields: tuple[Field, ...]) -> str:
         for i, f in enumerate(fields))
 
 
+def argv_split(text: str) -> list[str]:
+    """``argv_split``: the words of ``text``, separated by runs of white space."""
+    return [t for t in _SPACE_RUN.split(text) if t]
+
+
 def split_match_args(args: str) -> list[str]:
-    """``user_event_argv_split``: ``a;b`` becomes ``a; b``, then split on space."""
-    fixed = re.sub(f";(?![{re.escape(KERNEL_SPACE)}])", "; ", args)
-    return [t for t in _SPACE_RUN.split(fixed) if t]
+    """``user_event_argv_split``: ``a;b`` becomes ``a; b``, then ``argv_split``."""
+    return argv_split(re.sub(f";(?![{re.escape(KERNEL_SPACE)}])", "; ", args))
 
 
 def fields_match(fields: tuple[Field, ...], argv: list[str]) -> bool:

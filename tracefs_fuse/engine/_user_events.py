@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from . import _uapi as uapi
 from ._errors import TracefsError
 from ._events import EventTable, Probe, TraceEvent
-from ._field import TRACE_ENTRY, Field
+from ._field import KERNEL_SPACE, TRACE_ENTRY, Field
 from ._jhash import hash_32, jhash
 from ._memory import ProcessMemory, Tgid
 from ._task import Task
@@ -118,9 +118,26 @@ class UserEvent(TraceEvent):
                 return False
         return True
 
+    # -- struct dyn_event_operations ------------------------------------------
+
     def show(self) -> str:
-        """This event's ``dynamic_events`` line."""
+        """``user_event_show``: this event's ``dynamic_events`` line."""
         return f"{uapi.USER_EVENTS_PREFIX}{self.reg_name}{show_fields(self.fields)}\n"
+
+    def match(self, system: str | None, event: str, argv: list[str]) -> bool:
+        """``user_event_match``: the registered name, either user system, the fields."""
+        if self.reg_name != event:
+            return False
+        if system is not None and system not in (uapi.USER_EVENTS_SYSTEM,
+                                                 uapi.USER_EVENTS_MULTI_SYSTEM):
+            return False
+        return fields_match(self.fields, argv)
+
+    def is_busy(self) -> bool:
+        return not self.last_ref()
+
+    def free(self, task: Task) -> None:
+        self.registry.free(self, task)
 
     def status_line(self) -> str:
         """``user_seq_show``: ``name[ # Used by ftrace perf other]``."""
@@ -131,6 +148,20 @@ class UserEvent(TraceEvent):
                 f" {word}" for bit, word in ((Probe.FTRACE, "ftrace"), (Probe.PERF, "perf"),
                                             (Probe.OTHER, "other")) if status & bit)
         return line
+
+
+class UserEventsProvider:
+    """The ``u:`` lines of ``dynamic_events``."""
+
+    def __init__(self, registry: UserEventRegistry) -> None:
+        self.registry = registry
+
+    def create(self, command: str, task: Task) -> bool:
+        if not command.startswith(uapi.USER_EVENTS_PREFIX):
+            return False
+        self.registry.create_persistent(
+            command[len(uapi.USER_EVENTS_PREFIX):].lstrip(KERNEL_SPACE), task)
+        return True
 
 
 class Enabler:
