@@ -1,0 +1,105 @@
+// ioctl client for tests/fuse/bridge_testfs.py (the "ioctl" file).
+//
+// usage: bridge_ioctl reg|thread|data|unknown FILE
+//        bridge_ioctl bench FILE SECONDS
+// Prints key=value lines; exits with errno on an unexpected failure.
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+// Mirrors user_events' DIAG_IOCSREG: the size in the cmd is that of a
+// pointer, so the kernel copies in only the first 8 bytes of the struct.
+struct bridge_reg {
+	uint32_t size;
+	uint32_t marker;  // daemon overwrites it with process_vm_writev
+	uint64_t result;  // daemon: marker + size, from the copied-in bytes
+	uint32_t tid;     // daemon: the pid it saw in the request
+	uint32_t pad;
+};
+#define IOC_REG _IOWR('*', 0, struct bridge_reg *)
+#define IOC_DATA _IOWR('*', 2, uint64_t[2])
+#define IOC_NOP _IO('*', 3)
+#define IOC_UNKNOWN _IO('*', 9)
+
+static int fd;
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static void *do_reg(void *unused)
+{
+	(void)unused;
+	struct bridge_reg reg = {.size = sizeof(reg), .marker = 0x11111111,
+				 .result = 0xdeadbeef, .tid = 0};
+	int ret = ioctl(fd, IOC_REG, &reg);
+	if (ret < 0) {
+		perror("ioctl(IOC_REG)");
+		exit(errno);
+	}
+	printf("ret=%d size=%u marker=%#x result=%#llx tid_seen=%u gettid=%d getpid=%d\n",
+	       ret, reg.size, reg.marker, (unsigned long long)reg.result,
+	       reg.tid, gettid(), getpid());
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s reg|thread|data|unknown|bench FILE [SECONDS]\n", argv[0]);
+		return EINVAL;
+	}
+	const char *mode = argv[1];
+	fd = open(argv[2], O_RDWR);
+	if (fd < 0) {
+		perror("open");
+		return errno;
+	}
+	if (!strcmp(mode, "reg")) {
+		do_reg(NULL);
+	} else if (!strcmp(mode, "thread")) {
+		pthread_t t;
+		pthread_create(&t, NULL, do_reg, NULL);
+		pthread_join(t, NULL);
+	} else if (!strcmp(mode, "data")) {
+		uint64_t v[2] = {41, 99};
+		int ret = ioctl(fd, IOC_DATA, v);
+		if (ret < 0) {
+			perror("ioctl(IOC_DATA)");
+			return errno;
+		}
+		printf("ret=%d v0=%llu v1=%llu\n", ret, (unsigned long long)v[0],
+		       (unsigned long long)v[1]);
+	} else if (!strcmp(mode, "unknown")) {
+		double t0 = now_us();
+		int ret = ioctl(fd, IOC_UNKNOWN, 0);
+		int err = errno;
+		printf("ret=%d errno=%s us=%.0f\n", ret, ret < 0 ? strerrorname_np(err) : "0",
+		       now_us() - t0);
+	} else if (!strcmp(mode, "bench") && argc == 4) {
+		double end = now_us() + atof(argv[3]) * 1e6, t0 = now_us();
+		long n = 0;
+		while (now_us() < end) {
+			if (ioctl(fd, IOC_NOP, 0) != 0) {
+				perror("ioctl(IOC_NOP)");
+				return errno;
+			}
+			n++;
+		}
+		printf("calls=%ld us_per_call=%.1f\n", n, (now_us() - t0) / n);
+	} else {
+		fprintf(stderr, "bad mode %s\n", mode);
+		return EINVAL;
+	}
+	return 0;
+}

@@ -1,0 +1,1 @@
+"""Tests of the FUSE adapter (tracefs_fuse.fuse)."""

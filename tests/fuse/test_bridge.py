@@ -1,0 +1,317 @@
+"""Mounted tests of the native bridge (tracefs_fuse.fuse._bridge, _session).
+
+Each test drives tests/fuse/bridge_testfs.py, run as its own process, with a
+C client from tests/clients/bridge_*.c and asserts on the client's output.
+The daemon reports what it did on an events pipe; tests wait on that pipe
+(with a bound) instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.uses_fuse
+
+TESTFS = Path(__file__).with_name("bridge_testfs.py")
+MOUNT_TIMEOUT_S = 30.0
+EVENT_TIMEOUT_S = 10.0
+EXIT_TIMEOUT_S = 10.0
+# A blocked reader must be gone this soon after a signal; measured 2-30 ms.
+SIGNAL_BOUND_S = 2.0
+CClient = Callable[[str], Path]
+
+
+class Events:
+    """Line reader over the daemon's events pipe, with deadlines."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buf = b""
+        self.seen: list[str] = []
+
+    def wait_for(self, prefix: str, timeout: float = EVENT_TIMEOUT_S) -> str:
+        """Next line starting with `prefix`; earlier lines are skipped."""
+        deadline = time.monotonic() + timeout
+        while True:
+            line, sep, rest = self._buf.partition(b"\n")
+            if sep:
+                self._buf = rest
+                self.seen.append(line.decode())
+                if self.seen[-1].startswith(prefix):
+                    return self.seen[-1]
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self._fd], [], [],
+                                                   remaining)[0]:
+                raise TimeoutError(f"no {prefix!r} event; saw {self.seen}")
+            chunk = os.read(self._fd, 4096)
+            if not chunk:
+                raise EOFError(f"daemon exited before {prefix!r}; saw "
+                               f"{self.seen}")
+            self._buf += chunk
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class MountedFs:
+    """A running bridge_testfs: process, mount point, events, log."""
+
+    def __init__(self, mnt: Path, log: Path, *extra: str) -> None:
+        self.mnt = mnt
+        self.log = log
+        read_fd, write_fd = os.pipe()
+        with open(log, "wb") as log_file:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(TESTFS), str(mnt), "--events-fd",
+                 str(write_fd), *extra],
+                pass_fds=[write_fd], stdin=subprocess.DEVNULL,
+                stdout=log_file, stderr=subprocess.STDOUT)
+        os.close(write_fd)  # EOF on read_fd now means the daemon is gone
+        self.events = Events(read_fd)
+
+    def path(self, name: str) -> str:
+        return str(self.mnt / name)
+
+    def status(self) -> dict[str, object]:
+        with open(self.path("status"), "rb") as f:
+            return json.loads(f.read())
+
+    def wait_ready(self) -> None:
+        """Bounded wait for 'ready' (sent after the live bridge check)."""
+        self.events.wait_for("ready", MOUNT_TIMEOUT_S)
+        assert os.path.ismount(self.mnt)
+
+    def unmount(self) -> None:
+        """The normal way out: fusermount3 -u, then a clean daemon exit."""
+        subprocess.run(["fusermount3", "-u", str(self.mnt)], check=True)
+        assert self.proc.wait(EXIT_TIMEOUT_S) == 0, self.log.read_text()
+        assert not os.path.ismount(self.mnt)
+
+    def cleanup(self) -> None:
+        """After a failure: lazy unmount, kill, never raise."""
+        if os.path.ismount(self.mnt):
+            subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)],
+                           check=False)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.events.close()
+
+
+def start_testfs(tmp: Path, *extra: str) -> MountedFs:
+    mnt = tmp / "mnt"
+    mnt.mkdir()
+    return MountedFs(mnt, tmp / "daemon.log", *extra)
+
+
+@pytest.fixture(scope="module")
+def testfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MountedFs]:
+    fs = start_testfs(tmp_path_factory.mktemp("bridge"))
+    try:
+        fs.wait_ready()
+        yield fs
+        fs.unmount()
+    finally:
+        fs.cleanup()
+
+
+def run_client(c_client: CClient, name: str, *args: str) -> dict[str, str]:
+    """Run a client to completion; its key=value output as a dict."""
+    out = subprocess.run([str(c_client(name)), *args], check=True,
+                         capture_output=True, text=True,
+                         timeout=EVENT_TIMEOUT_S).stdout
+    return dict(pair.split("=", 1) for pair in out.split())
+
+
+def test_mount_check_reports_bridge_active(testfs: MountedFs) -> None:
+    status = testfs.status()
+    assert status["session_hooked"] and status["custom_io"]
+    assert status["init_seen"]
+    assert status["kernel_minor"] >= 39  # 6.18 offers 7.45
+    assert status["allow_mmap_offered"] and status["allow_mmap_granted"]
+    assert status["reply_flags2"] & 1 << 4  # FUSE_DIRECT_IO_ALLOW_MMAP
+    assert status["ioctls"] >= 1  # the live check's probe
+
+
+def test_ioctl_restricted_copy_in_and_reply_without_data(
+        testfs: MountedFs, c_client: CClient) -> None:
+    out = run_client(c_client, "bridge_ioctl", "reg", testfs.path("ioctl"))
+    assert out["ret"] == "7"
+    assert out["size"] == "24"  # untouched: nothing was copied back
+    # Written by the daemon with process_vm_writev inside the 8 copied-in
+    # bytes; a copy-back would have clobbered it.
+    assert out["marker"] == "0xfeedface"
+    assert int(out["result"], 16) == 0x11111111 + 24  # from in_data
+    assert out["tid_seen"] == out["gettid"] == out["getpid"]
+
+
+def test_ioctl_from_thread_reports_its_tid(testfs: MountedFs,
+                                           c_client: CClient) -> None:
+    out = run_client(c_client, "bridge_ioctl", "thread", testfs.path("ioctl"))
+    assert out["ret"] == "7"
+    assert out["tid_seen"] == out["gettid"] != out["getpid"]
+
+
+def test_ioctl_reply_data_is_copied_to_caller(testfs: MountedFs,
+                                              c_client: CClient) -> None:
+    out = run_client(c_client, "bridge_ioctl", "data", testfs.path("ioctl"))
+    assert (out["ret"], out["v0"], out["v1"]) == ("0", "42", "100")
+
+
+def test_ioctl_unknown_is_enotty_quickly(testfs: MountedFs,
+                                         c_client: CClient) -> None:
+    out = run_client(c_client, "bridge_ioctl", "unknown", testfs.path("ioctl"))
+    assert out["errno"] == "ENOTTY"
+    assert float(out["us"]) < 100_000
+
+
+def test_dual_read_text_mmap_binary_and_notify_store(
+        testfs: MountedFs, c_client: CClient) -> None:
+    out = run_client(c_client, "bridge_mmap", str(testfs.mnt))
+    text = "dual-text-for-read(2)"
+    assert out["read_before_mmap"] == text
+    assert out["mapped"] == "ab" * 8  # page-cache fill: lock_owner == 0
+    assert out["read_while_mapped"] == text
+    assert out["after_store_open"] == "c0ffee01"
+    assert out["after_store_closed"] == "0badf00d"  # fd closed, still live
+    assert out["read_new_fd"] == text
+    assert out["mapped_after_reopen"] == "c0ffee01abababab0badf00d"
+
+
+def test_blocked_read_ends_promptly_on_sigkill(testfs: MountedFs,
+                                               c_client: CClient) -> None:
+    client = subprocess.Popen([str(c_client("bridge_block")), "wait",
+                               testfs.path("block")], stdout=subprocess.PIPE)
+    try:
+        testfs.events.wait_for(f"blocked {client.pid}")
+        t0 = time.monotonic()
+        client.kill()
+        assert client.wait(EXIT_TIMEOUT_S) == -signal.SIGKILL
+        assert time.monotonic() - t0 < SIGNAL_BOUND_S
+    finally:
+        client.kill()
+        client.communicate()
+    testfs.events.wait_for(f"interrupted {client.pid}")
+
+
+def test_blocked_read_returns_eintr_on_sigint(testfs: MountedFs,
+                                              c_client: CClient) -> None:
+    client = subprocess.Popen([str(c_client("bridge_block")), "wait",
+                               testfs.path("block")], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        testfs.events.wait_for(f"blocked {client.pid}")
+        t0 = time.monotonic()
+        client.send_signal(signal.SIGINT)
+        out, _ = client.communicate(timeout=EXIT_TIMEOUT_S)
+        assert time.monotonic() - t0 < SIGNAL_BOUND_S
+    finally:
+        client.kill()
+        client.communicate()
+    assert client.returncode == 0
+    assert "read=-1 errno=EINTR" in out
+    # The handler's attempt to reply inside interrupted() was refused.
+    testfs.events.wait_for(f"reply-refused {client.pid}")
+
+
+def test_fcntl_nonblock_shows_in_per_read_flags(testfs: MountedFs,
+                                                c_client: CClient) -> None:
+    out = run_client(c_client, "bridge_block", "nonblock",
+                     testfs.path("block"))
+    assert out["errno"] == "EAGAIN"
+    flags = int(testfs.events.wait_for("nonblock").split()[1], 16)
+    assert flags & os.O_NONBLOCK
+
+
+def test_open_reply_carries_parallel_direct_writes(
+        testfs: MountedFs, c_client: CClient) -> None:
+    fixups = testfs.status()["open_fixups"]
+    out = run_client(c_client, "bridge_pwrite", "parallel", testfs.path("par"),
+                     "2")
+    assert out["done"] == "2"
+    # Both writes reached the daemon before either was answered: the kernel
+    # took the inode lock shared, which it does only with the flag.
+    assert testfs.events.wait_for("writes par") == "writes par 2"
+    assert testfs.status()["open_fixups"] >= fixups + 2
+
+
+@pytest.mark.slow
+def test_without_parallel_flag_writes_are_serialized(
+        testfs: MountedFs, c_client: CClient) -> None:
+    """Negative control for the test above (waits out SERIAL_TIMEOUT_S)."""
+    run_client(c_client, "bridge_pwrite", "parallel", testfs.path("serial"),
+               "2")
+    assert testfs.events.wait_for("writes serial") == "writes serial 1"
+    assert testfs.events.wait_for("writes serial") == "writes serial 1"
+
+
+def test_handler_exception_replies_eio_and_is_logged(testfs: MountedFs) -> None:
+    errors = testfs.status()["handler_errors"]
+    fd = os.open(testfs.path("ctl"), os.O_WRONLY)
+    try:
+        with pytest.raises(OSError) as exc_info:
+            os.write(fd, b"not a command")
+    finally:
+        os.close(fd)
+    assert exc_info.value.errno == errno.EIO
+    assert testfs.status()["handler_errors"] == errors + 1
+    assert "write handler raised for request" in testfs.log.read_text()
+
+
+def test_unanswered_request_is_answered_eio_when_collected(
+        testfs: MountedFs) -> None:
+    orphaned = testfs.status()["orphaned"]
+    fd = os.open(testfs.path("sink"), os.O_WRONLY)
+    try:
+        with pytest.raises(OSError) as exc_info:
+            os.write(fd, b"drop")
+    finally:
+        os.close(fd)
+    assert exc_info.value.errno == errno.EIO
+    assert testfs.status()["orphaned"] == orphaned + 1
+    assert "dropped without a reply; replied EIO" in testfs.log.read_text()
+
+
+def test_second_reply_raises(testfs: MountedFs) -> None:
+    fd = os.open(testfs.path("ctl"), os.O_WRONLY)
+    try:
+        assert os.write(fd, b"double") == 6
+    finally:
+        os.close(fd)
+    event = testfs.events.wait_for("double-reply")
+    assert "was already replied" in event
+
+
+def test_check_fails_when_pyfuse3_imported_first(tmp_path: Path) -> None:
+    fs = start_testfs(tmp_path, "--import-pyfuse3-first")
+    try:
+        with pytest.raises(EOFError):
+            fs.events.wait_for("ready", MOUNT_TIMEOUT_S)
+        assert fs.proc.wait(EXIT_TIMEOUT_S) != 0
+        log = fs.log.read_text()
+        assert ("bridge inactive: pyfuse3 was imported before "
+                "tracefs_fuse.fuse._session loaded the bridge") in log
+        assert not os.path.ismount(fs.mnt)  # the failed check unmounted
+    finally:
+        fs.cleanup()
+
+
+def test_fixture_cleanup_unmounts_and_kills(tmp_path: Path) -> None:
+    """The failure path of the fixture: lazy unmount, kill, no hang."""
+    fs = start_testfs(tmp_path)
+    fs.wait_ready()
+    fs.cleanup()
+    assert not os.path.ismount(fs.mnt)
+    assert fs.proc.returncode is not None

@@ -1,0 +1,276 @@
+"""Load the native bridge before pyfuse3, and serve one bridged pyfuse3 mount.
+
+pyfuse3 3.5.0 lacks ioctl, FUSE_INTERRUPT, per-read flags and lock_owner, the
+caller pid on read/write, FOPEN_PARALLEL_DIRECT_WRITES and (on libfuse 3.14)
+FUSE_DIRECT_IO_ALLOW_MMAP.  :mod:`tracefs_fuse.fuse._bridge` adds them by
+interposing libfuse's ``fuse_session_new``/``fuse_session_mount``/
+``fuse_session_destroy``; see its docstring for the handler contract.
+
+Rules:
+
+* This is the only module that imports ``pyfuse3`` or ``_bridge``.  Everything
+  else takes pyfuse3 from here (``from tracefs_fuse.fuse._session import
+  pyfuse3``): if pyfuse3 is imported first, its references bind to libfuse for
+  good and the bridge is inert.  :func:`serve` detects that and refuses to run.
+* The bridge is dlopened with ``RTLD_GLOBAL``, then the previous dlopen flags
+  are restored before pyfuse3 is imported (only the bridge must be global).
+* :func:`serve` never returns or raises with the filesystem still mounted.
+* Handler callbacks run synchronously in the trio thread; they must not block
+  or await.  FUSE_READ/WRITE/IOCTL never reach ``Operations.read``/``write``.
+
+Caveats:
+
+* One bridged session per process (libfuse session hooks are process-global).
+* The live check briefly opens the mount root (OPENDIR/RELEASEDIR) and issues
+  one ioctl on it before :func:`serve` reports ``started``; that ioctl is
+  answered here and never reaches the handler.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import functools
+import logging
+import os
+import sys
+from collections.abc import Iterable
+from typing import Protocol
+
+import msgspec
+import trio
+
+_PYFUSE3_IMPORTED_FIRST = "pyfuse3" in sys.modules
+
+_dlopen_flags = sys.getdlopenflags()
+sys.setdlopenflags(os.RTLD_NOW | os.RTLD_GLOBAL)
+try:
+    from tracefs_fuse.fuse import _bridge
+finally:
+    sys.setdlopenflags(_dlopen_flags)
+
+import pyfuse3  # noqa: E402  (must come after the bridge; see Rules)
+
+__all__ = [
+    "DEFAULT_MAX_TASKS",
+    "FOPEN_NOFLUSH",
+    "FOPEN_PARALLEL_DIRECT_WRITES",
+    "FOPEN_STREAM",
+    "FUSE_IOCTL_DIR",
+    "BridgeHandler",
+    "BridgeInactiveError",
+    "BridgeStatus",
+    "Request",
+    "bridge_status",
+    "pyfuse3",
+    "serve",
+    "set_open_flags",
+    "terminate",
+]
+
+log = logging.getLogger(__name__)
+
+Request = _bridge.Request
+set_open_flags = _bridge.set_open_flags
+FOPEN_STREAM: int = _bridge.FOPEN_STREAM
+FOPEN_NOFLUSH: int = _bridge.FOPEN_NOFLUSH
+FOPEN_PARALLEL_DIRECT_WRITES: int = _bridge.FOPEN_PARALLEL_DIRECT_WRITES
+FUSE_IOCTL_DIR: int = _bridge.FUSE_IOCTL_DIR
+
+# pyfuse3 worker tasks.  Bridged reads/writes/ioctls never hold one (they
+# return at once and reply from the daemon's own tasks), so these serve only
+# pyfuse3's handlers (lookup, open, poll, ...), which are quick; 64 leaves
+# ample headroom for a burst of opens while other requests keep flowing.
+DEFAULT_MAX_TASKS = 64
+
+# _IO('~', 0x7f): an ioctl nobody else uses, sent to the mount root only by
+# the live check; answered with PROBE_RESULT without reaching the handler.
+PROBE_IOCTL_CMD = (ord("~") << 8) | 0x7F
+PROBE_RESULT = 0x7472  # "tr"
+PROBE_TIMEOUT_S = 10.0
+
+
+class BridgeHandler(Protocol):
+    """What :func:`serve` routes bridged requests to (see ``_bridge``)."""
+
+    def ioctl(self, req: Request, ino: int, fh: int, cmd: int, arg: int,
+              in_data: bytes, out_size: int, flags: int) -> None: ...
+
+    def read(self, req: Request, ino: int, fh: int, offset: int, size: int,
+             flags: int, lock_owner: int) -> None: ...
+
+    def write(self, req: Request, ino: int, fh: int, offset: int, data: bytes,
+              flags: int) -> None: ...
+
+    def interrupted(self, req: Request) -> None: ...
+
+
+class BridgeStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """Snapshot of ``_bridge.status()``: hooks, INIT negotiation, counters."""
+
+    installed: bool
+    session_hooked: bool
+    custom_io: bool
+    custom_io_error: int
+    init_seen: bool
+    kernel_major: int
+    kernel_minor: int
+    kernel_flags: int
+    kernel_flags2: int
+    allow_mmap_offered: bool
+    allow_mmap_granted: bool
+    reply_minor: int
+    reply_flags: int
+    reply_flags2: int
+    requests: int
+    interrupts_received: int
+    open_fixups: int
+    ioctls: int
+    reads: int
+    writes: int
+    interrupts: int
+    orphaned: int
+    handler_errors: int
+    dropped_replies: int
+    stale_replies: int
+
+
+class BridgeInactiveError(RuntimeError):
+    """The mount works but the bridge is not in the request path."""
+
+
+def bridge_status() -> BridgeStatus:
+    return BridgeStatus(**_bridge.status())
+
+
+def terminate() -> None:
+    """Make :func:`serve` unmount and return; call from the trio thread."""
+    pyfuse3.terminate()
+
+
+class _ProbeAnswering:
+    """The daemon's handler, plus an answer to the live check's probe."""
+
+    def __init__(self, handler: BridgeHandler) -> None:
+        self._ioctl = handler.ioctl
+        self.read = handler.read
+        self.write = handler.write
+        self.interrupted = handler.interrupted
+
+    def ioctl(self, req: Request, ino: int, fh: int, cmd: int, arg: int,
+              in_data: bytes, out_size: int, flags: int) -> None:
+        if (cmd == PROBE_IOCTL_CMD and ino == pyfuse3.ROOT_INODE
+                and flags & FUSE_IOCTL_DIR):
+            req.reply_ioctl(PROBE_RESULT)
+        else:
+            self._ioctl(req, ino, fh, cmd, arg, in_data, out_size, flags)
+
+
+def _check_hooks(status: BridgeStatus) -> None:
+    """After pyfuse3.init(): were fuse_session_new/mount ours?"""
+    if not status.session_hooked:
+        if _PYFUSE3_IMPORTED_FIRST:
+            raise BridgeInactiveError(
+                "pyfuse3 was imported before tracefs_fuse.fuse._session loaded "
+                "the bridge, so pyfuse3 calls libfuse's fuse_session_new "
+                "directly; import tracefs_fuse.fuse._session before anything "
+                "imports pyfuse3")
+        raise BridgeInactiveError(
+            "pyfuse3.init() did not create its session through the bridge's "
+            "fuse_session_new (pyfuse3 linked against another libfuse?)")
+    if not status.custom_io:
+        raise BridgeInactiveError(
+            "fuse_session_custom_io failed "
+            f"({os.strerror(status.custom_io_error)}): FUSE_INIT and OPEN "
+            "replies cannot be patched")
+
+
+def _probe_root(mountpoint: str) -> int:
+    """ioctl(PROBE) on the mount root: the result, or -errno."""
+    try:
+        fd = os.open(mountpoint, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        return -(exc.errno or errno.EIO)
+    try:
+        return fcntl.ioctl(fd, PROBE_IOCTL_CMD)
+    except OSError as exc:
+        return -(exc.errno or errno.EIO)
+    finally:
+        os.close(fd)
+
+
+async def _check_round_trip(mountpoint: str) -> BridgeStatus:
+    """With the session loop running: does the bridge see real requests?"""
+    ioctls_before = bridge_status().ioctls
+    with trio.move_on_after(PROBE_TIMEOUT_S) as timeout:
+        result = await trio.to_thread.run_sync(
+            _probe_root, mountpoint, abandon_on_cancel=True)
+    if timeout.cancelled_caught:
+        raise BridgeInactiveError(
+            f"probe ioctl on {mountpoint} got no answer in {PROBE_TIMEOUT_S} s")
+    status = bridge_status()
+    if not status.init_seen:
+        raise BridgeInactiveError(
+            "FUSE_INIT did not pass through the bridge's custom io")
+    if status.allow_mmap_offered and not status.allow_mmap_granted:
+        raise BridgeInactiveError(
+            "the kernel offered FUSE_DIRECT_IO_ALLOW_MMAP but the INIT reply "
+            "did not grant it: MAP_SHARED on direct_io files would fail")
+    if result != PROBE_RESULT or status.ioctls == ioctls_before:
+        raise BridgeInactiveError(
+            f"probe ioctl on {mountpoint} returned {result} (want "
+            f"{PROBE_RESULT}); the bridge saw "
+            f"{status.ioctls - ioctls_before} ioctls")
+    return status
+
+
+async def serve(operations: pyfuse3.Operations, handler: BridgeHandler,
+                mountpoint: str, options: Iterable[str], *,
+                max_tasks: int = DEFAULT_MAX_TASKS,
+                task_status: trio.TaskStatus[BridgeStatus] = trio.TASK_STATUS_IGNORED,
+                ) -> None:
+    """Mount with the bridge, verify it end to end, serve until unmounted.
+
+    Use as ``status = await nursery.start(serve, ops, handler, mnt, opts)``:
+    ``started`` fires once a real ioctl has round-tripped through the bridge,
+    with the :class:`BridgeStatus` at that point.  Returns when the
+    filesystem is unmounted (``fusermount3 -u``) or :func:`terminate` is
+    called; the mount is always gone by then.
+
+    Args:
+        operations: pyfuse3 handlers for everything but read/write/ioctl.
+        handler: receives bridged requests (see :class:`BridgeHandler`).
+        mountpoint: an existing directory.
+        options: pyfuse3/libfuse mount options.
+        max_tasks: pyfuse3 worker tasks.
+
+    Raises:
+        BridgeInactiveError: the bridge is not in the request path (pyfuse3
+            imported first, custom io missing, ALLOW_MMAP not granted, probe
+            ioctl not seen); the filesystem was unmounted.
+    """
+    _bridge.install(_ProbeAnswering(handler))
+    pyfuse3.init(operations, mountpoint, set(options))
+    failure: BridgeInactiveError | None = None
+    try:
+        _check_hooks(bridge_status())
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(functools.partial(
+                pyfuse3.main, min_tasks=1, max_tasks=max_tasks))
+            try:
+                status = await _check_round_trip(mountpoint)
+            except BridgeInactiveError as exc:
+                failure = exc
+                pyfuse3.terminate()
+            else:
+                _bridge.install(handler)
+                log.debug("bridge active: kernel %d.%d flags=%#x flags2=%#x, "
+                          "reply flags=%#x flags2=%#x", status.kernel_major,
+                          status.kernel_minor, status.kernel_flags,
+                          status.kernel_flags2, status.reply_flags,
+                          status.reply_flags2)
+                task_status.started(status)
+    finally:
+        pyfuse3.close(unmount=True)
+    if failure is not None:
+        raise failure
