@@ -1,0 +1,241 @@
+"""The process connector and the pidfd exit watcher, driven by real processes.
+
+Events of the whole machine arrive (other tests run too), so every check
+filters by the pids of our own helpers and waits with a bound.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from tests.fuse.test_memory import TIMEOUT_S, Client, spawn  # noqa: F401  (fixture)
+from tracefs_fuse.engine._memory import Tgid
+from tracefs_fuse.fuse._memory import VmProcessMemory
+from tracefs_fuse.fuse._proc_events import (
+    EventsLost,
+    ExecEvent,
+    ExitEvent,
+    ExitWatcher,
+    ForkEvent,
+    ProcConnector,
+    ProcEvent,
+)
+
+
+async def next_matching(connector: ProcConnector,
+                        match: Callable[[ProcEvent], bool]) -> ProcEvent:
+    with trio.fail_after(TIMEOUT_S):
+        async for event in connector:
+            if match(event):
+                return event
+    raise AssertionError("connector closed")
+
+
+@pytest.fixture
+def connector() -> Iterator[ProcConnector]:
+    with ProcConnector() as conn:
+        yield conn
+
+
+@pytest.fixture
+def pages(c_client: Callable[[str], Path], spawn: Callable[..., Client]) -> Callable[[], Client]:
+    return lambda: spawn(c_client("mem_pages"))
+
+
+async def test_connector_fork_exec_exit_of_a_process(connector: ProcConnector,
+                                                     pages: Callable[[], Client]) -> None:
+    client = pages()
+    fork = await next_matching(connector, lambda e: isinstance(e, ForkEvent)
+                               and e.child_pid == client.pid)
+    assert isinstance(fork, ForkEvent)
+    assert (fork.parent_tgid, fork.child_tgid) == (os.getpid(), client.pid)
+    assert not fork.is_thread
+    execed = await next_matching(connector, lambda e: isinstance(e, ExecEvent)
+                                 and e.tgid == client.pid)
+    assert isinstance(execed, ExecEvent) and execed.pid == client.pid
+    assert execed.timestamp_ns >= fork.timestamp_ns
+    client.quit()
+    exited = await next_matching(connector, lambda e: isinstance(e, ExitEvent)
+                                 and e.pid == client.pid)
+    assert isinstance(exited, ExitEvent)
+    assert exited.is_leader and exited.exit_code == 0
+
+
+async def test_connector_exit_code_is_a_wait_status(connector: ProcConnector,
+                                                    pages: Callable[[], Client]) -> None:
+    client = pages()
+    client.proc.kill()
+    client.proc.wait(TIMEOUT_S)
+    exited = await next_matching(connector, lambda e: isinstance(e, ExitEvent)
+                                 and e.pid == client.pid)
+    assert isinstance(exited, ExitEvent) and exited.exit_code == 9  # SIGKILL
+
+
+async def test_connector_fork_by_the_process(connector: ProcConnector,
+                                             pages: Callable[[], Client]) -> None:
+    client = pages()
+    child = int(Client.fields(client.ask("fork"))["child"])
+    fork = await next_matching(connector, lambda e: isinstance(e, ForkEvent)
+                               and e.child_pid == child)
+    assert isinstance(fork, ForkEvent)
+    assert (fork.parent_pid, fork.parent_tgid, fork.child_tgid) == (client.pid, client.pid, child)
+    assert not fork.is_thread
+
+
+async def test_connector_thread_creation_is_not_a_fork(connector: ProcConnector,
+                                                       pages: Callable[[], Client]) -> None:
+    client = pages()
+    tid = int(Client.fields(client.ask("thread"))["thread"])
+    fork = await next_matching(connector, lambda e: isinstance(e, ForkEvent)
+                               and e.child_pid == tid)
+    assert isinstance(fork, ForkEvent)
+    assert fork.is_thread and fork.child_tgid == client.pid
+    # The kernel names the parent of the whole process (us), not the creator.
+    assert fork.parent_tgid == os.getpid()
+    exited = await next_matching(connector, lambda e: isinstance(e, ExitEvent) and e.pid == tid)
+    assert isinstance(exited, ExitEvent)
+    assert exited.tgid == client.pid and not exited.is_leader
+
+
+async def test_connector_drain_takes_queued_events_without_waiting(
+        connector: ProcConnector, pages: Callable[[], Client]) -> None:
+    connector.drain()  # whatever the machine did before
+    client = pages()
+    # The banner is printed by the exec'd image: both events are queued by now.
+    ours = [e for e in connector.drain()
+            if isinstance(e, (ForkEvent, ExecEvent)) and client.pid in (
+                getattr(e, "child_pid", None), getattr(e, "pid", None))]
+    assert [type(e) for e in ours] == [ForkEvent, ExecEvent]
+    assert connector.statistics().events >= 2
+
+
+async def test_connector_drain_respects_limit(connector: ProcConnector,
+                                              pages: Callable[[], Client]) -> None:
+    client = pages()
+    client.ask("forks 5")
+    # Each fork event is sent before its child runs: at least 5 are queued.
+    assert len(connector.drain(limit=3)) == 3
+    assert len(connector.drain()) >= 5 - 3
+
+
+async def test_connector_overrun_reports_loss_and_recovers(c_client: Callable[[str], Path],
+                                                           spawn: Callable[..., Client]) -> None:
+    # A tiny buffer (the kernel doubles it, ~40 messages) and a fork storm.
+    with ProcConnector(rcvbuf=16384) as connector:
+        client = spawn(c_client("mem_pages"))
+        assert client.ask("forks 400") == "forked=400"
+        events = connector.drain(limit=100_000)
+        assert any(isinstance(e, EventsLost) for e in events)
+        assert connector.statistics().overruns >= 1
+        # The fresh subscription delivers what happens next.
+        child = int(Client.fields(client.ask("fork"))["child"])
+        fork = await next_matching(connector, lambda e: isinstance(e, ForkEvent)
+                                   and e.child_pid == child)
+        assert isinstance(fork, ForkEvent)
+
+
+async def test_connector_close_ends_iteration() -> None:
+    connector = ProcConnector()
+    seen: list[ProcEvent] = []
+
+    async def consume() -> None:
+        async for event in connector:
+            seen.append(event)
+
+    with trio.fail_after(TIMEOUT_S):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            await trio.testing.wait_all_tasks_blocked()
+            connector.close()
+    connector.close()
+    with pytest.raises(trio.ClosedResourceError):
+        connector.drain()
+
+
+# -- exit watcher -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def watcher() -> Iterator[ExitWatcher]:
+    w = ExitWatcher()
+    yield w
+    w.close()
+
+
+async def test_exit_watcher_reports_group_exit_not_leader_exit(
+        connector: ProcConnector, watcher: ExitWatcher, c_client: Callable[[str], Path],
+        spawn: Callable[..., Client]) -> None:
+    memory = VmProcessMemory()
+    client = spawn(c_client("mem_leader"))
+    tid = int(client.banner["tid"])
+    leader = await next_matching(connector, lambda e: isinstance(e, ExitEvent)
+                                 and e.pid == client.pid)
+    assert isinstance(leader, ExitEvent) and leader.is_leader
+    memory.track(client.pid)
+    watcher.watch(client.pid, memory.pidfd(client.pid))
+    # The leader is gone, the process is not.
+    assert watcher.exited_nowait() == []
+    assert memory.is_current(client.pid)
+    client.ask("word")
+    client.quit()
+    with trio.fail_after(TIMEOUT_S):
+        assert await watcher.wait_exited() == [client.pid]
+    last = await next_matching(connector, lambda e: isinstance(e, ExitEvent) and e.pid == tid)
+    assert isinstance(last, ExitEvent) and not last.is_leader
+    assert watcher.watched() == 0
+    assert not memory.is_current(client.pid)
+    memory.close()
+
+
+async def test_exit_watcher_watch_replaces_and_unwatch_forgets(
+        watcher: ExitWatcher, pages: Callable[[], Client]) -> None:
+    client = pages()
+    pidfd = os.pidfd_open(client.pid)
+    try:
+        watcher.watch(client.pid, pidfd)
+        watcher.watch(client.pid, pidfd)
+        assert watcher.watched() == 1
+        watcher.unwatch(client.pid)
+        watcher.unwatch(client.pid)
+        client.quit()
+        assert watcher.exited_nowait() == []
+        # Our own pidfd is untouched by the watcher (it kept a duplicate).
+        assert os.readlink(f"/proc/self/fd/{pidfd}") == "anon_inode:[pidfd]"
+    finally:
+        os.close(pidfd)
+
+
+async def test_exit_watcher_several_groups(watcher: ExitWatcher,
+                                           pages: Callable[[], Client]) -> None:
+    clients = [pages() for _ in range(3)]
+    fds = [os.pidfd_open(c.pid) for c in clients]
+    for client, fd in zip(clients, fds):
+        watcher.watch(client.pid, fd)
+        os.close(fd)
+    clients[0].quit()
+    clients[2].quit()
+    gone: set[Tgid] = set()
+    with trio.fail_after(TIMEOUT_S):
+        while len(gone) < 2:
+            gone.update(await watcher.wait_exited())
+    assert gone == {clients[0].pid, clients[2].pid}
+    assert watcher.watched() == 1
+
+
+async def test_exit_watcher_close_wakes_a_waiter(watcher: ExitWatcher) -> None:
+    async def wait() -> None:
+        with pytest.raises(trio.ClosedResourceError):
+            await watcher.wait_exited()
+
+    with trio.fail_after(TIMEOUT_S):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait)
+            await trio.testing.wait_all_tasks_blocked()
+            watcher.close()
+    watcher.close()
