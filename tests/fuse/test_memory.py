@@ -27,9 +27,13 @@ TIMEOUT_S = 5.0
 
 
 class Client:
-    """A line-driven helper process; every read is bounded by TIMEOUT_S."""
+    """A line-driven helper process; every read is bounded by TIMEOUT_S.
 
-    def __init__(self, argv: list[str]) -> None:
+    Shared with test_proc_events and test_tasks, with ``spawn`` and
+    ``spawn_on_pid``.
+    """
+
+    def __init__(self, argv: list[str | bytes]) -> None:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self._buf = b""
         self.banner = self.fields(self.readline())
@@ -43,10 +47,10 @@ class Client:
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buf:
             if not select.select([fd], [], [], TIMEOUT_S)[0]:
-                raise TimeoutError(f"no line from {self.proc.args} in {TIMEOUT_S} s")
+                raise TimeoutError(f"no line from {self.proc.args!r} in {TIMEOUT_S} s")
             chunk = os.read(fd, 4096)
             if not chunk:
-                raise EOFError(f"{self.proc.args} closed its stdout")
+                raise EOFError(f"{self.proc.args!r} closed its stdout")
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         return line.decode()
@@ -90,8 +94,8 @@ class Client:
 def spawn() -> Iterator[Callable[..., Client]]:
     clients: list[Client] = []
 
-    def start(*argv: str | Path) -> Client:
-        client = Client([str(a) for a in argv])
+    def start(*argv: str | bytes | Path) -> Client:
+        client = Client([a if isinstance(a, bytes) else str(a) for a in argv])
         clients.append(client)
         return client
 
@@ -128,7 +132,7 @@ def page1(off: int, n: int) -> bytes:
     return bytes(0xFF - ((off + i) & 0xFF) for i in range(n))
 
 
-def spawn_on_pid(spawn: Callable[..., Client], pid: int, *argv: str | Path) -> Client:
+def spawn_on_pid(spawn: Callable[..., Client], pid: int, *argv: str | bytes | Path) -> Client:
     """Start ``argv`` as process ``pid`` (which must be free) via ns_last_pid.
 
     Another process on the machine may fork in between and take the number;

@@ -64,6 +64,8 @@ import errno
 import logging
 import os
 import select
+from collections.abc import Callable
+from typing import cast
 
 import msgspec
 
@@ -85,19 +87,25 @@ class _Iovec(ctypes.Structure):
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
-# ssize_t process_vm_readv(pid_t pid, const struct iovec *local_iov, unsigned long liovcnt,
-#                          const struct iovec *remote_iov, unsigned long riovcnt,
-#                          unsigned long flags);   (and process_vm_writev alike)
-# The iovec pointers are passed as plain addresses: converting an int to
-# c_void_p is 0.4 us cheaper per call than byref() into POINTER(_Iovec).
-_VM_ARGTYPES = [ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong,
-                ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
-_process_vm_readv = _libc.process_vm_readv
-_process_vm_readv.argtypes = _VM_ARGTYPES
-_process_vm_readv.restype = ctypes.c_ssize_t
-_process_vm_writev = _libc.process_vm_writev
-_process_vm_writev.argtypes = _VM_ARGTYPES
-_process_vm_writev.restype = ctypes.c_ssize_t
+#: process_vm_readv/writev(pid, local_iov, liovcnt, remote_iov, riovcnt, flags)
+_VmSyscall = Callable[[int, int, int, int, int, int], int]
+
+
+def _vm_syscall(name: str) -> _VmSyscall:
+    # ssize_t process_vm_readv(pid_t pid, const struct iovec *local_iov, unsigned long liovcnt,
+    #                          const struct iovec *remote_iov, unsigned long riovcnt,
+    #                          unsigned long flags);   (and process_vm_writev alike)
+    # The iovec pointers are passed as plain addresses: converting an int to
+    # c_void_p is 0.4 us cheaper per call than byref() into POINTER(_Iovec).
+    func = getattr(_libc, name)
+    func.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong,
+                     ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong)
+    func.restype = ctypes.c_ssize_t
+    return cast(_VmSyscall, func)
+
+
+_process_vm_readv = _vm_syscall("process_vm_readv")
+_process_vm_writev = _vm_syscall("process_vm_writev")
 
 # The errnos that mean "nothing (more) to transfer here" rather than a bug:
 # EFAULT: the first remote page is not mapped / not writable;
@@ -361,7 +369,7 @@ class VmProcessMemory:
             os.close(memfd)
         raise ProcessLookupError(errno.ESRCH, f"no thread of {tgid} has an mm")
 
-    def _transfer(self, syscall: ctypes._CFuncPtr, tgid: int, local: int,
+    def _transfer(self, syscall: _VmSyscall, tgid: int, local: int,
                   addr: int, size: int) -> int:
         if not 0 <= addr <= _ADDR_LIMIT - size:
             return 0  # not a user address range: faults at its first byte
@@ -376,7 +384,7 @@ class VmProcessMemory:
                 return done
         return 0
 
-    def _transfer_via(self, syscall: ctypes._CFuncPtr, pid: int, local: int,
+    def _transfer_via(self, syscall: _VmSyscall, pid: int, local: int,
                       addr: int, size: int) -> int:
         """Bytes transferred, or -1 if ``pid`` has no mm (ESRCH)."""
         if addr // PAGE_SIZE == (addr + size - 1) // PAGE_SIZE:
@@ -387,12 +395,12 @@ class VmProcessMemory:
             return self._call(syscall, pid, self._local_addr, self._remote1_addr, 1)
         done = 0
         while done < size:
-            pages: list[tuple[int, int]] = []
+            pages: list[_Iovec] = []
             at = addr + done
             end = addr + size
             while at < end and len(pages) < _IOV_MAX:
                 stop = min(end, (at // PAGE_SIZE + 1) * PAGE_SIZE)
-                pages.append((at, stop - at))
+                pages.append(_Iovec(at, stop - at))
                 at = stop
             remote = (_Iovec * len(pages))(*pages)
             want = at - (addr + done)
@@ -407,7 +415,7 @@ class VmProcessMemory:
         return done
 
     @staticmethod
-    def _call(syscall: ctypes._CFuncPtr, pid: int, local: int, remote: int, count: int) -> int:
+    def _call(syscall: _VmSyscall, pid: int, local: int, remote: int, count: int) -> int:
         got: int = syscall(pid, local, 1, remote, count, 0)
         if got >= 0:
             return got
