@@ -19,8 +19,11 @@ Why exit comes from pidfds (measured and read, see the tests):
   * The connector is lossy: a full socket buffer drops messages (ENOBUFS), and
     it only serves listeners in the initial user and pid namespaces
     (``cn_proc_mcast_ctl``). A pidfd cannot miss its one event.
-  * Latency is the same order: both are signalled synchronously from
-    ``do_exit`` (pidfd from ``exit_notify``, then ``proc_exit_connector``).
+  * Latency is the same: both are signalled synchronously from ``do_exit``
+    (pidfd from ``exit_notify``, then ``proc_exit_connector``). Measured over
+    200 exits with both armed in one trio loop: median 209 us (pidfd) vs
+    212 us (connector) from asking the helper to quit, each first about half
+    the time; kernel timestamp to connector delivery, median 48 us.
 
 Rules:
   * Connector EXIT messages are still delivered (:class:`ExitEvent`, per

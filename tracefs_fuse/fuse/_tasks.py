@@ -7,12 +7,15 @@ output, its ``comm``. FUSE hands us only the thread id
 ``processor`` (field 39) is ``task_cpu()``, the CPU the task last ran on; for a
 task asleep in our FUSE write that is the CPU it wrote from.
 
-Design (measured on the 2-CPU test VM, Python 3.11, 10^5 lookups of a
-sleeping task, ``time.perf_counter``): per lookup,
-  * open + read + close ``/proc/<tid>/stat`` each time:  ~7.5 us (11.5 us
-    through ``open()``), plus ~11.7 us more for ``status`` to get the tgid;
-  * an fd kept open per thread and ``os.pread`` of ``stat``: ~3.5 us, plus
-    ~0.9 us to parse. Chosen: one syscall per event write.
+Design (measured on the 2-CPU test VM under other tests' load, Python 3.11,
+best of 7 runs of 2*10^4 lookups of a sleeping task): per lookup,
+  * open + read + close ``/proc/<tid>/stat`` each time: 7.5-9.2 us, plus
+    12 us more for ``status`` to learn the tgid;
+  * an fd kept open per thread, ``os.pread`` of ``stat``: 3.6-4.6 us; the whole
+    :meth:`TaskTable.facts` hit (read, parse, LRU touch) 5.1 us; a miss
+    (three opens, two reads) 24 us. Chosen: one syscall per event write.
+    Nothing cheaper exposes ``task_cpu()`` of another task: ``status``,
+    ``sched`` and ``schedstat`` lack it.
 
 Rules:
   * A ``/proc/<tid>`` file is bound to the task's ``struct pid``, not to the
@@ -29,8 +32,8 @@ Rules:
     facts known for that tid, or placeholders (``cpu`` 0, ``comm`` ``<...>``,
     the kernel's own placeholder for an unknown comm).
   * ``comm`` is the raw bytes between the first ``(`` and the *last* ``)``:
-    it may contain spaces and parentheses. Decoded with ``os.fsdecode``
-    (``os.fsencode`` gives the bytes back).
+    it may contain spaces and parentheses. Decoded as ``os.fsdecode`` does
+    (UTF-8, surrogateescape: ``os.fsencode`` gives the bytes back).
 
 Caveats:
   * ``processor`` is only the writer's CPU while the writer is blocked in the
@@ -52,7 +55,10 @@ from tracefs_fuse.engine._memory import Tgid
 UNKNOWN_COMM = "<...>"
 #: Fields of /proc/<tid>/stat after "<pid> (<comm>) ": index 0 is field 3 (state).
 _PROCESSOR = 39 - 3
-_STAT_SIZE = 1024
+#: A stat line is ~300 bytes; reading 512 rather than 4096 saves ~0.5 us of
+#: allocation, and a full buffer (possibly cut short) is simply read again.
+_STAT_SIZE = 512
+_STAT_SIZE_MAX = 4096
 
 
 class TaskFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,11 +89,16 @@ class _Entry:
         self.last = last
 
 
+def _read_stat(fd: int) -> bytes:
+    data = os.pread(fd, _STAT_SIZE, 0)
+    return data if len(data) < _STAT_SIZE else os.pread(fd, _STAT_SIZE_MAX, 0)
+
+
 def _parse_stat(tid: int, tgid: Tgid, data: bytes) -> TaskFacts:
     close = data.rindex(b")")
     fields = data[close + 2:].split(b" ", _PROCESSOR + 1)
     return TaskFacts(tid=tid, tgid=tgid, cpu=int(fields[_PROCESSOR]),
-                     comm=os.fsdecode(data[data.index(b"(") + 1:close]))
+                     comm=data[data.index(b"(") + 1:close].decode("utf-8", "surrogateescape"))
 
 
 def _status_tgid(status: bytes) -> Tgid:
@@ -150,7 +161,7 @@ class TaskTable:
         entry = self._cache.get(tid)
         if entry is not None:
             try:
-                data = os.pread(entry.fd, _STAT_SIZE, 0)
+                data = _read_stat(entry.fd)
             except ProcessLookupError:
                 # That task is gone; the number may now name another one.
                 self._stale += 1
@@ -184,7 +195,7 @@ class TaskTable:
                     tgid = _status_tgid(os.read(statusfd, 4096))
                 finally:
                     os.close(statusfd)
-                last = _parse_stat(tid, tgid, os.pread(statfd, _STAT_SIZE, 0))
+                last = _parse_stat(tid, tgid, _read_stat(statfd))
             except BaseException:
                 os.close(statfd)
                 raise
