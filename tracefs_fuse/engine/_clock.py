@@ -112,18 +112,15 @@ def ns2usecs(nsec: int) -> int:
     return (nsec + 500) // 1000
 
 
-def format_ts(ts: int, in_ns: bool, fmt_secs: str = "%5d") -> str:
-    """``%5llu.%06lu`` seconds for ns clocks, the raw reading otherwise.
+def format_ts(ts: int, in_ns: bool) -> str:
+    """``%5llu.%06lu`` seconds for ns clocks, the raw reading (``%llu``) otherwise.
 
-    Args:
-        ts: the reading.
-        in_ns: the clock's ``in_ns``.
-        fmt_secs: the printf format of the seconds part.
+    This is how ``stats`` and the text trace print time stamps.
     """
     if not in_ns:
         return str(ts)
     usecs = ns2usecs(ts)
-    return f"{fmt_secs % (usecs // 1_000_000)}.{usecs % 1_000_000:06d}"
+    return f"{usecs // 1_000_000:5d}.{usecs % 1_000_000:06d}"
 
 
 class TraceClocks:

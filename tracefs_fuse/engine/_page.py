@@ -158,11 +158,12 @@ def encode_time_extend(page: bytearray, offset: int, delta: int) -> None:
     """Write an 8-byte TIME_EXTEND carrying ``delta`` (``rb_add_time_stamp``).
 
     ``delta = (array[0] << 27) + time_delta``; the caller has already zeroed
-    deltas beyond 59 bits, as ``rb_add_timestamp`` does.
+    deltas beyond 59 bits, as ``rb_add_timestamp`` does (``array[0]`` is a
+    u32: exactly ``1 << 59`` stores 0 there, as in C).
     """
     EVENT_HEADER_ARRAY0.pack_into(
         page, offset,
-        RINGBUF_TYPE_TIME_EXTEND | ((delta & TS_MASK) << 5), delta >> TS_SHIFT)
+        RINGBUF_TYPE_TIME_EXTEND | ((delta & TS_MASK) << 5), (delta >> TS_SHIFT) & 0xFFFFFFFF)
 
 
 def encode_discard_padding(page: bytearray, offset: int, length: int) -> None:

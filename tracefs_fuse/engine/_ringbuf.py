@@ -69,6 +69,8 @@ MAX_SUBBUF_ORDER = 7
 DEFAULT_MAX_NR_PAGES = 65536
 
 _NOT_TS = ~TS_MASK
+#: ``info->read`` of a reader with no page to hand out (``(unsigned int)-1``).
+_NO_PAGE = 1 << 32
 _U64 = (1 << 64) - 1
 
 # struct trace_buffer_meta {
@@ -198,6 +200,16 @@ class BufferPage:
         return bytes(self.data)
 
 
+class ReadPage:
+    """``struct buffer_data_read_page``: a reader's spare sub-buffer."""
+
+    __slots__ = ("data", "time_stamp")
+
+    def __init__(self, subbuf_size: int) -> None:
+        self.data = bytearray(subbuf_size)
+        self.time_stamp = 0
+
+
 def _link_ring(pages: list[BufferPage]) -> None:
     for prev, page in zip(pages, pages[1:] + pages[:1]):
         prev.next = page
@@ -226,6 +238,8 @@ class CpuBuffer:
         self.user_mapped = 0
         self._subbufs: list[BufferPage] = []
         self._meta = b""
+        #: ``cpu_buffer->free_page``: one spare kept for the next reader.
+        self.free_page: ReadPage | None = None
         #: Bumped when pages are replaced or cleared under open iterators.
         self.generation = 0
         self._alloc_pages(nr_pages)
@@ -480,64 +494,78 @@ class CpuBuffer:
         self.read_bytes += consumed
         return consumed
 
-    def read_page(self, length: int, full: bool = False) -> bytes | None:
-        """``ring_buffer_read_page``: take one sub-buffer's worth of events out.
+    def alloc_read_page(self) -> ReadPage:
+        """``ring_buffer_alloc_read_page``: the pooled spare, or a new zero page."""
+        page = self.free_page
+        if page is None:
+            return ReadPage(self.subbuf_size)
+        self.free_page = None
+        return page
 
-        A page the writer has left, unread, and not mapped is handed out whole,
-        its end padding trimmed to ``real_end``; otherwise the events after
-        ``read`` that fit ``length - 16`` bytes are copied into a new page
-        whose time stamp is ``read_stamp``. Events overwritten since the last
-        read are flagged in ``commit`` and counted after the data if 8 bytes
-        are free; the rest of the page is zero.
+    def free_read_page(self, page: ReadPage) -> None:
+        """``ring_buffer_free_read_page``: keep one spare of the current size."""
+        if self.free_page is None and len(page.data) == self.subbuf_size:
+            self.free_page = page
+
+    def read_page(self, spare: ReadPage, length: int, full: bool = False) -> bool:
+        """``ring_buffer_read_page``: move one sub-buffer's worth of events into ``spare``.
+
+        A page the writer has left, unread, and not mapped trades places with
+        the spare (the ring keeps the spare's memory, stale time stamp and
+        all); its end padding is trimmed to ``real_end``. Otherwise the
+        events after ``read`` that fit ``length - 16`` bytes are copied into
+        the spare, stamped with ``read_stamp``. Events overwritten since the
+        last read are flagged in ``commit`` and counted after the data if 8
+        bytes are free; the rest of the page is zeroed.
 
         Args:
+            spare: the reader's page (from :meth:`alloc_read_page`).
             length: the reader's buffer size.
-            full: only hand out a page the writer has left (splice).
+            full: only take a page the writer has left (splice).
 
         Returns:
-            A ``subbuf_size``-byte page, or None if nothing could be read
-            (empty, ``length`` too small, or ``full`` and no full page).
+            False if nothing was read (empty, ``length`` too small for the
+            next event, or ``full`` and no full page).
         """
         if length <= BUF_PAGE_HDR_SIZE:
-            return None
+            return False
         length -= BUF_PAGE_HDR_SIZE
         reader = self._get_reader_page()
         if reader is None:
-            return None
+            return False
         read = reader.read
         commit = reader.commit
         missed = self.lost_events
-        page = bytearray(self.subbuf_size)
         busy = self.tail_page is reader
         if read or length < commit - read or busy or self.user_mapped:
             if full and (not read or length < commit - read or busy):
-                return None
-            # The copy starts where reading stopped; its deltas build on
-            # the time of the last event read.
+                return False
+            # The copy's deltas build on the time of the last event read.
             time_stamp = self.read_stamp
             start = BUF_PAGE_HDR_SIZE + read
             size = self._advance(reader, min(length, commit - read))
             if not size:
-                return None
-            page[BUF_PAGE_HDR_SIZE:BUF_PAGE_HDR_SIZE + size] = reader.data[start:start + size]
+                return False
+            spare.data[BUF_PAGE_HDR_SIZE:BUF_PAGE_HDR_SIZE + size] = reader.data[start:start + size]
+            spare.time_stamp = time_stamp
         else:
             self.read += reader.entries
             self.read_bytes += commit
-            page[:] = reader.data
-            time_stamp = reader.time_stamp
+            spare.data, reader.data = reader.data, spare.data
+            spare.time_stamp, reader.time_stamp = reader.time_stamp, spare.time_stamp
             size = reader.real_end or commit
-            # The reader keeps the caller's empty spare page.
             reader.commit = reader.entries = reader.read = reader.missed = 0
             reader.dirty = True
         self.lost_events = 0
-        page[BUF_PAGE_HDR_SIZE + size:] = bytes(self.bsize - size)
+        data = spare.data
+        data[BUF_PAGE_HDR_SIZE + size:] = bytes(self.bsize - size)
         stored = False
         if missed and self.bsize - size >= MISSED_COUNT.size:
-            MISSED_COUNT.pack_into(page, BUF_PAGE_HDR_SIZE + size, missed)
+            MISSED_COUNT.pack_into(data, BUF_PAGE_HDR_SIZE + size, missed)
             stored = True
-        BUFFER_DATA_PAGE.pack_into(page, 0, time_stamp, encode_commit(
+        BUFFER_DATA_PAGE.pack_into(data, 0, spare.time_stamp, encode_commit(
             size, missed_events=bool(missed), missed_stored=stored))
-        return bytes(page)
+        return True
 
     def _next_data_event(self) -> tuple[BufferPage, int, int, int] | None:
         """``rb_buffer_peek`` plus ``ring_buffer_peek``'s padding loop.
@@ -845,6 +873,7 @@ class CpuBuffer:
         self.bsize = subbuf_data_size(subbuf_size)
         self.max_data_size = self.bsize - 8
         self.nr_pages = nr_pages
+        self.free_page = None
         self._alloc_pages(nr_pages)
         self.generation += 1
 
@@ -910,16 +939,16 @@ class TraceIterator:
 class TracePipeRawReader:
     """One open ``per_cpu/cpuN/trace_pipe_raw`` (``struct ftrace_buffer_info``).
 
-    Holds the page the last ring read produced (the kernel's ``spare``) and
-    how much of it was handed out, so reads shorter than a sub-buffer return
-    it piece by piece.
+    Holds the spare page the last ring read filled and how much of it was
+    handed out, so reads shorter than a sub-buffer return it piece by piece.
+    :meth:`close` gives the spare back to the CPU buffer's pool.
     """
 
     def __init__(self, buffer: RingBuffer, cpu: int) -> None:
         self._buffer = buffer
         self.cpu = cpu
-        self._spare = b""
-        self._read = 0
+        self._spare: ReadPage | None = None
+        self._read = _NO_PAGE
 
     def read_nowait(self, count: int) -> bytes:
         """``tracing_buffers_read``: at most one sub-buffer.
@@ -938,20 +967,32 @@ class TracePipeRawReader:
         """
         if not count:
             return b""
-        page_size = self._buffer.subbuf_size
-        if len(self._spare) != page_size or self._read >= page_size:
-            cpu_buffer = self._buffer.cpus[self.cpu]
-            page = cpu_buffer.read_page(count)
-            if page is None:
+        cpu_buffer = self._buffer.cpus[self.cpu]
+        page_size = cpu_buffer.subbuf_size
+        spare = self._spare
+        if spare is not None and len(spare.data) != page_size:
+            cpu_buffer.free_read_page(spare)
+            spare = None
+            self._read = _NO_PAGE
+        if spare is None:
+            spare = self._spare = cpu_buffer.alloc_read_page()
+        if self._read >= page_size:
+            if not cpu_buffer.read_page(spare, count):
                 if cpu_buffer.empty():
                     raise WouldBlock("trace_pipe_raw is empty")
                 return b""
-            self._spare = page
             self._read = 0
         size = min(page_size - self._read, count)
-        chunk = self._spare[self._read:self._read + size]
+        chunk = bytes(spare.data[self._read:self._read + size])
         self._read += size
         return chunk
+
+    def close(self) -> None:
+        """Release: the spare goes back to the pool."""
+        if self._spare is not None:
+            self._buffer.cpus[self.cpu].free_read_page(self._spare)
+            self._spare = None
+            self._read = _NO_PAGE
 
 
 class RingBuffer:
@@ -1079,7 +1120,8 @@ class RingBuffer:
     def read_page_nowait(self, cpu: int, size: int, full: bool = False) -> bytes:
         """One sub-buffer for a ``size``-byte read (``ring_buffer_read_page``).
 
-        See :meth:`CpuBuffer.read_page`; :class:`TracePipeRawReader` adds the
+        Like one read of a fresh ``trace_pipe_raw`` (see :meth:`CpuBuffer.read_page`);
+        :class:`TracePipeRawReader` adds the
         piecewise hand-out of reads shorter than a page.
 
         Args:
@@ -1095,8 +1137,11 @@ class RingBuffer:
             WouldBlock: nothing to read (with ``full``: no complete page).
         """
         cpu_buffer = self.cpus[cpu]
-        page = cpu_buffer.read_page(size, full)
-        if page is None:
+        spare = cpu_buffer.alloc_read_page()
+        done = cpu_buffer.read_page(spare, size, full)
+        page = bytes(spare.data)
+        cpu_buffer.free_read_page(spare)
+        if not done:
             if full or cpu_buffer.empty():
                 raise WouldBlock("no sub-buffer to read")
             return b""
