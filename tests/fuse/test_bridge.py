@@ -80,13 +80,31 @@ class MountedFs:
                 stdout=log_file, stderr=subprocess.STDOUT)
         os.close(write_fd)  # EOF on read_fd now means the daemon is gone
         self.events = Events(read_fd)
+        self._clients: list[subprocess.Popen[str]] = []
 
     def path(self, name: str) -> str:
         return str(self.mnt / name)
 
-    def status(self) -> dict[str, object]:
+    def status(self) -> dict[str, int]:
         with open(self.path("status"), "rb") as f:
             return json.loads(f.read())
+
+    def spawn(self, *argv: str) -> subprocess.Popen[str]:
+        """Start a client that may block on the mount.
+
+        A client stuck in a FUSE request cannot be reaped until the daemon
+        answers or dies, so unmount()/cleanup() reap it, not the test.
+        """
+        client = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        self._clients.append(client)
+        return client
+
+    def _reap_clients(self, timeout: float | None) -> None:
+        while self._clients:
+            client = self._clients[-1]
+            client.kill()
+            client.communicate(timeout=timeout)
+            self._clients.pop()
 
     def wait_ready(self) -> None:
         """Bounded wait for 'ready' (sent after the live bridge check)."""
@@ -95,18 +113,21 @@ class MountedFs:
 
     def unmount(self) -> None:
         """The normal way out: fusermount3 -u, then a clean daemon exit."""
+        self._reap_clients(EXIT_TIMEOUT_S)
         subprocess.run(["fusermount3", "-u", str(self.mnt)], check=True)
         assert self.proc.wait(EXIT_TIMEOUT_S) == 0, self.log.read_text()
         assert not os.path.ismount(self.mnt)
 
     def cleanup(self) -> None:
-        """After a failure: lazy unmount, kill, never raise."""
+        """After a failure: lazy unmount, kill, reap; never hangs."""
         if os.path.ismount(self.mnt):
             subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)],
                            check=False)
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        # The daemon's death aborted the connection: stuck clients are free.
+        self._reap_clients(None)
         self.events.close()
 
 
@@ -192,34 +213,25 @@ def test_dual_read_text_mmap_binary_and_notify_store(
 
 def test_blocked_read_ends_promptly_on_sigkill(testfs: MountedFs,
                                                c_client: CClient) -> None:
-    client = subprocess.Popen([str(c_client("bridge_block")), "wait",
-                               testfs.path("block")], stdout=subprocess.PIPE)
-    try:
-        testfs.events.wait_for(f"blocked {client.pid}")
-        t0 = time.monotonic()
-        client.kill()
-        assert client.wait(EXIT_TIMEOUT_S) == -signal.SIGKILL
-        assert time.monotonic() - t0 < SIGNAL_BOUND_S
-    finally:
-        client.kill()
-        client.communicate()
+    client = testfs.spawn(str(c_client("bridge_block")), "wait",
+                          testfs.path("block"))
+    testfs.events.wait_for(f"blocked {client.pid}")
+    t0 = time.monotonic()
+    client.kill()
+    assert client.wait(EXIT_TIMEOUT_S) == -signal.SIGKILL
+    assert time.monotonic() - t0 < SIGNAL_BOUND_S
     testfs.events.wait_for(f"interrupted {client.pid}")
 
 
 def test_blocked_read_returns_eintr_on_sigint(testfs: MountedFs,
                                               c_client: CClient) -> None:
-    client = subprocess.Popen([str(c_client("bridge_block")), "wait",
-                               testfs.path("block")], stdout=subprocess.PIPE,
-                              text=True)
-    try:
-        testfs.events.wait_for(f"blocked {client.pid}")
-        t0 = time.monotonic()
-        client.send_signal(signal.SIGINT)
-        out, _ = client.communicate(timeout=EXIT_TIMEOUT_S)
-        assert time.monotonic() - t0 < SIGNAL_BOUND_S
-    finally:
-        client.kill()
-        client.communicate()
+    client = testfs.spawn(str(c_client("bridge_block")), "wait",
+                          testfs.path("block"))
+    testfs.events.wait_for(f"blocked {client.pid}")
+    t0 = time.monotonic()
+    client.send_signal(signal.SIGINT)
+    out, _ = client.communicate(timeout=EXIT_TIMEOUT_S)
+    assert time.monotonic() - t0 < SIGNAL_BOUND_S
     assert client.returncode == 0
     assert "read=-1 errno=EINTR" in out
     # The handler's attempt to reply inside interrupted() was refused.
