@@ -11,10 +11,12 @@ clients in tests/clients/bridge_*.c.  Every file sits in the root:
 ``dual``    direct_io + keep_cache, 4096 bytes: read(2) gets TEXT, page-cache
             fills (lock_owner 0, i.e. mmap faults) get the binary page.
 ``ctl``     write ``store OFF HEX``: update the page, notify_store it;
-            ``double``: reply twice (event ``double-reply <error>``); anything
-            else makes the handler raise.
+            ``double``: reply twice (event ``double-reply <error>``); ``late
+            PID``: see ``late``; anything else makes the handler raise.
 ``block``   direct_io: read blocks until interrupted; EAGAIN if the per-read
             flags carry O_NONBLOCK.
+``late``    direct_io: read blocks, interrupts not watched until ctl gets
+            ``late PID`` (event ``late-watch <pid> <already interrupted>``).
 ``par``     direct_io + FOPEN_PARALLEL_DIRECT_WRITES: writes are held until
             two are in flight (or PAR_TIMEOUT_S passes).
 ``serial``  like ``par`` without the flag (SERIAL_TIMEOUT_S).
@@ -55,8 +57,8 @@ from tracefs_fuse.fuse._session import Request, pyfuse3
 
 ROOT = pyfuse3.ROOT_INODE
 FILES = {b"ioctl": 2, b"dual": 3, b"ctl": 4, b"block": 5, b"par": 6,
-         b"serial": 7, b"sink": 8, b"status": 9}
-IOCTL, DUAL, CTL, BLOCK, PAR, SERIAL, SINK, STATUS = FILES.values()
+         b"serial": 7, b"sink": 8, b"status": 9, b"late": 10}
+IOCTL, DUAL, CTL, BLOCK, PAR, SERIAL, SINK, STATUS, LATE = FILES.values()
 HELD_WRITES = {PAR: "par", SERIAL: "serial"}
 SIZES = {DUAL: 4096, PAR: 1 << 20, SERIAL: 1 << 20}
 
@@ -150,7 +152,7 @@ class TestFs(pyfuse3.Operations):
             _session.set_open_flags(fh, _session.FOPEN_PARALLEL_DIRECT_WRITES)
         return pyfuse3.FileInfo(fh=fh, direct_io=True,
                                 keep_cache=inode == DUAL,
-                                nonseekable=inode == BLOCK)
+                                nonseekable=inode in (BLOCK, LATE))
 
     async def release(self, fh: int) -> None:
         pass
@@ -166,6 +168,7 @@ class Bridged:
         self._page = bytearray(b"\xab" * PAGE_SIZE)
         self._status: dict[int, bytes] = {}
         self._blocked: dict[Request, trio.CancelScope] = {}
+        self._late: dict[int, Request] = {}
         self._held: dict[int, list[tuple[Request, int]]] = {}
         self._held_full: dict[int, trio.Event] = {}
 
@@ -202,6 +205,9 @@ class Bridged:
             req.reply_data(self._status[fh][offset:offset + size])
         elif ino == BLOCK:
             self._read_block(req, flags)
+        elif ino == LATE:
+            self._late[req.pid] = req
+            self._emit(f"late-blocked {req.pid}")
         else:
             req.reply_data(b"")
 
@@ -255,6 +261,13 @@ class Bridged:
                 req.reply_write(len(command))
             except RuntimeError as exc:
                 self._emit(f"double-reply {exc}")
+            return
+        if command.startswith(b"late "):
+            late = self._late.pop(int(command.split()[1]))
+            already = late.watch_interrupts()
+            self._emit(f"late-watch {late.pid} {already}")
+            late.reply_err(errno.EINTR)
+            req.reply_write(len(command))
             return
         verb, offset, hexdata = command.split()
         data = bytes.fromhex(hexdata.decode())

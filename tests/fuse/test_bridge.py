@@ -238,6 +238,28 @@ def test_blocked_read_returns_eintr_on_sigint(testfs: MountedFs,
     testfs.events.wait_for(f"reply-refused {client.pid}")
 
 
+def test_interrupt_before_watch_is_reported_by_watch_interrupts(
+        testfs: MountedFs, c_client: CClient) -> None:
+    client = testfs.spawn(str(c_client("bridge_block")), "wait",
+                          testfs.path("late"))
+    testfs.events.wait_for(f"late-blocked {client.pid}")
+    received = testfs.status()["interrupts_received"]
+    client.send_signal(signal.SIGINT)
+    # No event exists for an INTERRUPT nobody watches: poll the counter.
+    deadline = time.monotonic() + EVENT_TIMEOUT_S
+    while testfs.status()["interrupts_received"] == received:
+        assert time.monotonic() < deadline, "FUSE_INTERRUPT never arrived"
+        time.sleep(0.01)
+    fd = os.open(testfs.path("ctl"), os.O_WRONLY)
+    try:
+        os.write(fd, f"late {client.pid}".encode())
+    finally:
+        os.close(fd)
+    assert testfs.events.wait_for("late-watch") == f"late-watch {client.pid} True"
+    out, _ = client.communicate(timeout=EXIT_TIMEOUT_S)
+    assert "read=-1 errno=EINTR" in out
+
+
 def test_fcntl_nonblock_shows_in_per_read_flags(testfs: MountedFs,
                                                 c_client: CClient) -> None:
     out = run_client(c_client, "bridge_block", "nonblock",

@@ -155,6 +155,20 @@ static void log_error(PyObject *exc, const char *fmt, ...)
     PyErr_Restore(saved_type, saved_value, saved_tb);
 }
 
+/* Logs the pending exception (with traceback) as an escaped handler error. */
+static void log_handler_exception(const char *what, unsigned long long unique)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value && tb)
+        PyException_SetTraceback(value, tb);
+    log_error(value, "%s handler raised for request %llu", what, unique);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+}
+
 /* --- Request ---------------------------------------------------------------- */
 
 typedef struct {
@@ -192,38 +206,36 @@ static Request *request_new(fuse_req_t req, enum req_kind kind, size_t max_data)
     return self;
 }
 
-/* Claims the libfuse request for a reply: validates first, so a rejected
- * reply leaves the request open.  Returns NULL with an exception set, or
- * NULL without one if the session is gone (reply becomes a no-op). */
-static fuse_req_t request_take(Request *self, enum req_kind kind, int *stale)
+/* Claims the libfuse request for a reply (kind 0: any kind).  Returns 1 with
+ * *out set; 0 if the session is gone, so the reply is a no-op; -1 with an
+ * exception, leaving the request open. */
+static int request_take(Request *self, enum req_kind kind, fuse_req_t *out)
 {
-    *stale = 0;
     if (self->in_interrupt) {
         /* libfuse holds the request's lock around the interrupt callback
          * (find_interrupted, fuse_req_interrupt_func); a reply frees it. */
         PyErr_SetString(PyExc_RuntimeError,
                         "cannot reply from inside interrupted(); cancel the "
                         "waiter and reply from it");
-        return NULL;
+        return -1;
     }
     if (!self->req) {
         PyErr_Format(PyExc_RuntimeError, "request %llu was already replied",
                      self->unique);
-        return NULL;
+        return -1;
     }
     if (kind && self->kind != kind) {
         PyErr_Format(PyExc_TypeError, "%s request %llu cannot take a %s reply",
                      kind_names[self->kind], self->unique, kind_names[kind]);
-        return NULL;
+        return -1;
     }
-    fuse_req_t req = self->req;
+    *out = self->req;
     self->req = NULL;
     if (self->generation != generation) {
         stats.stale_replies++;
-        *stale = 1;
-        return NULL;
+        return 0;
     }
-    return req;
+    return 1;
 }
 
 /* ENOENT: the kernel no longer knows the request (aborted connection);
@@ -240,15 +252,6 @@ static PyObject *reply_result(int rc)
     return PyErr_SetFromErrno(PyExc_OSError);
 }
 
-#define TAKE_OR_RETURN(self, kind, req)                                       \
-    int stale_;                                                               \
-    fuse_req_t req = request_take((self), (kind), &stale_);                   \
-    if (!req) {                                                               \
-        if (stale_)                                                           \
-            Py_RETURN_NONE;                                                   \
-        return NULL;                                                          \
-    }
-
 static PyObject *Request_reply_err(Request *self, PyObject *arg)
 {
     long err = PyLong_AsLong(arg);
@@ -258,7 +261,10 @@ static PyObject *Request_reply_err(Request *self, PyObject *arg)
         PyErr_Format(PyExc_ValueError, "errno out of range: %ld", err);
         return NULL;
     }
-    TAKE_OR_RETURN(self, 0, req);
+    fuse_req_t req;
+    int taken = request_take(self, 0, &req);
+    if (taken <= 0)
+        return taken < 0 ? NULL : Py_NewRef(Py_None);
     return reply_result(fuse_reply_err(req, (int)err));
 }
 
@@ -274,11 +280,11 @@ static PyObject *Request_reply_data(Request *self, PyObject *arg)
                      view.len, self->max_data);
         goto out;
     }
-    int stale;
-    fuse_req_t req = request_take(self, KIND_READ, &stale);
-    if (req)
+    fuse_req_t req;
+    int taken = request_take(self, KIND_READ, &req);
+    if (taken > 0)
         res = reply_result(fuse_reply_buf(req, view.buf, view.len));
-    else if (stale)
+    else if (taken == 0)
         res = Py_NewRef(Py_None);
 out:
     PyBuffer_Release(&view);
@@ -290,7 +296,10 @@ static PyObject *Request_reply_write(Request *self, PyObject *arg)
     size_t count = PyLong_AsSize_t(arg);
     if (count == (size_t)-1 && PyErr_Occurred())
         return NULL;
-    TAKE_OR_RETURN(self, KIND_WRITE, req);
+    fuse_req_t req;
+    int taken = request_take(self, KIND_WRITE, &req);
+    if (taken <= 0)
+        return taken < 0 ? NULL : Py_NewRef(Py_None);
     return reply_result(fuse_reply_write(req, count));
 }
 
@@ -311,13 +320,13 @@ static PyObject *Request_reply_ioctl(Request *self, PyObject *args,
                      view.len, self->max_data);
         goto out;
     }
-    int stale;
-    fuse_req_t req = request_take(self, KIND_IOCTL, &stale);
-    if (req) /* size 0: the kernel copies nothing back to the caller */
+    fuse_req_t req;
+    int taken = request_take(self, KIND_IOCTL, &req);
+    if (taken > 0) /* size 0: the kernel copies nothing back to the caller */
         res = reply_result(fuse_reply_ioctl(req, result,
                                             view.len ? view.buf : NULL,
                                             view.len));
-    else if (stale)
+    else if (taken == 0)
         res = Py_NewRef(Py_None);
 out:
     if (view.obj)
@@ -345,6 +354,12 @@ static void on_interrupt(fuse_req_t req, void *data)
 static PyObject *Request_watch_interrupts(Request *self, PyObject *noargs)
 {
     (void)noargs;
+    if (self->in_interrupt) {
+        /* fuse_req_interrupt_func takes the request lock libfuse holds. */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "watch_interrupts() inside interrupted()");
+        return NULL;
+    }
     if (!self->req) {
         PyErr_Format(PyExc_RuntimeError, "request %llu was already replied",
                      self->unique);
@@ -371,12 +386,9 @@ static PyObject *Request_repr(Request *self)
 static void request_finalize(PyObject *obj)
 {
     Request *self = (Request *)obj;
-    if (!self->req)
-        return;
-    int stale;
-    fuse_req_t req = request_take(self, 0, &stale);
-    if (!req)
-        return;  /* session already destroyed: nothing left to answer */
+    fuse_req_t req;
+    if (!self->req || request_take(self, 0, &req) <= 0)
+        return;  /* replied, or the session is gone: nothing to answer */
     stats.orphaned++;
     fuse_reply_err(req, EIO);
     log_error(NULL, "%s request %llu (pid %ld) dropped without a reply; "
@@ -461,19 +473,9 @@ static void dispatch(PyObject *cb, Request *self, PyObject *args)
     PyObject *res = args ? PyObject_Call(cb, args, NULL) : NULL;
     if (!res) {
         stats.handler_errors++;
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_NormalizeException(&type, &value, &tb);
-        if (value && tb)
-            PyException_SetTraceback(value, tb);
-        log_error(value, "%s handler raised for request %llu",
-                  kind_names[self->kind], self->unique);
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(tb);
-        int stale;
-        fuse_req_t req = self->req ? request_take(self, 0, &stale) : NULL;
-        if (req)
+        log_handler_exception(kind_names[self->kind], self->unique);
+        fuse_req_t req;
+        if (self->req && request_take(self, 0, &req) > 0)
             fuse_reply_err(req, EIO);
     }
     Py_XDECREF(res);
@@ -491,16 +493,7 @@ static void handler_interrupted(Request *self)
     self->in_interrupt = 0;
     if (!res) {
         stats.handler_errors++;
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_NormalizeException(&type, &value, &tb);
-        if (value && tb)
-            PyException_SetTraceback(value, tb);
-        log_error(value, "interrupted handler raised for request %llu",
-                  self->unique);
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(tb);
+        log_handler_exception("interrupted", self->unique);
     }
     Py_XDECREF(res);
     Py_DECREF(self);
@@ -599,8 +592,8 @@ static void op_write_buf(fuse_req_t req, fuse_ino_t ino,
     PyObject *data = self ? bytes_from_bufvec(bufv) : NULL;
     if (!data) {
         PyErr_Clear();
-        if (self && self->req)
-            self->req = NULL;
+        if (self)
+            self->req = NULL;  /* answered here, not by request_finalize */
         fuse_reply_err(req, ENOMEM);
     } else {
         dispatch(cb_write, self,
