@@ -21,16 +21,28 @@ from typing import Iterable, Protocol
 
 from ._errors import TracefsError
 from ._events import EventFile, EventTable, TraceEvent
+from ._page import RB_EVNT_HDR_SIZE, subbuf_data_size
 from ._task import Task
 
 
 class TraceBuffer(Protocol):
-    """The ring buffer a trace array records into."""
+    """The ring buffer a trace array records into (:class:`~._ringbuf.RingBuffer`)."""
 
-    def write(self, cpu: int, entry: bytes) -> bool:
+    subbuf_size: int
+
+    def write(self, cpu: int, record: bytes) -> bool:
         ...
 
-    def reset(self) -> None:
+    def reset(self, cpu: int | None = None) -> None:
+        ...
+
+    def record_on(self) -> None:
+        ...
+
+    def record_off(self) -> None:
+        ...
+
+    def record_is_on(self) -> bool:
         ...
 
 
@@ -60,13 +72,12 @@ class SavedCmdlines:
 class TraceArray:
     """One trace buffer and the per-event enable state that feeds it."""
 
-    def __init__(self, events: EventTable, buffer: TraceBuffer, cmdlines: SavedCmdlines,
-                 max_entry_size: int) -> None:
+    def __init__(self, events: EventTable, buffer: TraceBuffer, cmdlines: SavedCmdlines) -> None:
         self.events = events
         self.buffer = buffer
         self.cmdlines = cmdlines
-        self.max_entry_size = max_entry_size
-        self.tracing_on = True
+        #: Incremented by every record: the adapter wakes readers when it moves.
+        self.generation = 0
         #: Set when a once-enabled event is removed (``tr->clear_trace``).
         self.clear_trace = False
         self._files: dict[TraceEvent, EventFile] = {}
@@ -74,13 +85,29 @@ class TraceArray:
 
     # -- the RecordSink seam ------------------------------------------------------
 
+    @property
+    def tracing_on(self) -> bool:
+        return self.buffer.record_is_on()
+
+    def set_tracing_on(self, on: bool) -> None:
+        if on:
+            self.buffer.record_on()
+        else:
+            self.buffer.record_off()
+
+    @property
+    def max_entry_size(self) -> int:
+        """``BUF_MAX_DATA_SIZE``: the largest entry a sub-buffer takes (4072)."""
+        return subbuf_data_size(self.buffer.subbuf_size) - 2 * RB_EVNT_HDR_SIZE
+
     def can_record(self, length: int) -> bool:
         """Would ``ring_buffer_lock_reserve`` succeed for an entry of this size?"""
         return self.tracing_on and length <= self.max_entry_size
 
     def record(self, entry: bytes, task: Task) -> None:
         self.cmdlines.save(task)
-        self.buffer.write(task.cpu, entry)
+        if self.buffer.write(task.cpu, entry):
+            self.generation += 1
 
     # -- enable state -------------------------------------------------------------
 

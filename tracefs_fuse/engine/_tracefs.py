@@ -1,0 +1,151 @@
+"""The facade: one emulated tracefs, every engine part wired together, and its tree.
+
+Rules:
+  * This is the only module that knows every part; each part knows only what
+    it is handed. The adapter talks to :class:`Tracefs` and the nodes of
+    :attr:`Tracefs.root`.
+  * Everything here is synchronous and free of I/O: process memory and clocks
+    are injected, records go to the ring buffers, and what the adapter must
+    do afterwards is published as state it can poll cheaply
+    (:attr:`Tracefs.generation`, :meth:`Tracefs.take_page_updates`).
+
+Kernel: kernel/trace/trace.c (``tracer_init_tracefs``, ``init_tracer_tracefs``).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import msgspec
+
+from ._clock import TraceClocks
+from ._control_files import render_available_events, set_event_node, tracing_on_node
+from ._dynamic_events import DynamicEvents
+from ._events import EventTable
+from ._events_dir import EventsDir
+from ._ftrace_events import (TRACE_PRINT, TRACE_RAW_DATA, mark_raw_write, mark_write,
+                             print_event, raw_data_event)
+from ._memory import ProcessMemory
+from ._page import HEADER_EVENT, render_header_page
+from ._ringbuf import RingBuffer
+from ._task import Task
+from ._trace_array import SavedCmdlines, TraceArray
+from ._tree import Dir, File, Node, text_file
+from ._uapi import Abi
+from ._user_events import DEFAULT_USER_EVENTS_MAX, UserEventRegistry, UserEventsProvider
+from ._user_events_data import UserEventsData
+from ._user_events_files import render_status, user_events_data_node
+
+#: The ``--abi`` choices and the eras each accepts.
+ABI_MODES: dict[str, frozenset[Abi]] = {
+    "auto": frozenset(Abi),
+    "5.18": frozenset({Abi.V5_18}),
+    "6.1": frozenset({Abi.V6_1}),
+    "mainline": frozenset({Abi.MAINLINE}),
+}
+#: tracefs' root directory mode (``TRACEFS_DEFAULT_MODE`` 0700).
+ROOT_MODE = 0o700
+#: Marker files are write-only for their owner and group (0220).
+MARKER_MODE = 0o220
+
+
+class PageUpdate(msgspec.Struct, frozen=True):
+    """Bytes the adapter must push into clients' mappings of a file."""
+
+    path: tuple[str, ...]
+    offset: int
+    data: bytes
+
+
+class Tracefs:
+    """One user-space tracefs.
+
+    Args:
+        nr_cpus: per-CPU ring buffers (``per_cpu/cpu0`` ..).
+        memory: access to processes' memory for enable bits.
+        clocks: the trace clocks' time sources.
+        abi: a key of :data:`ABI_MODES`.
+        user_events_max: ``kernel.user_events_max``.
+        buffer_size_kb: ring buffer size per CPU.
+        marker_ip: the address ``trace_marker`` records as its ``ip`` (the
+            host's ``tracing_mark_write``, so that tools that resolve it with
+            the host's kallsyms print the kernel's name).
+    """
+
+    def __init__(self, *, nr_cpus: int, memory: ProcessMemory, clocks: TraceClocks,
+                 abi: str = "auto", user_events_max: int = DEFAULT_USER_EVENTS_MAX,
+                 buffer_size_kb: int = 1410, marker_ip: int = 0) -> None:
+        self.nr_cpus = nr_cpus
+        self.clocks = clocks
+        self.marker_ip = marker_ip
+        self.events = EventTable()
+        self.events.add(print_event(), fixed_id=TRACE_PRINT)
+        self.events.add(raw_data_event(), fixed_id=TRACE_RAW_DATA)
+        self.cmdlines = SavedCmdlines()
+        self.buffer = RingBuffer(nr_cpus, clocks.default, trace_buf_size=buffer_size_kb * 1024)
+        self.top = TraceArray(self.events, self.buffer, self.cmdlines)
+        self.dynamic_events = DynamicEvents(on_release=self.top.reset_if_cleared)
+        self.abis = ABI_MODES[abi]
+        self.registry = UserEventRegistry(
+            self.events, memory, max_events=user_events_max,
+            on_created=self.dynamic_events.add, on_destroyed=self.dynamic_events.remove)
+        self.dynamic_events.providers.append(UserEventsProvider(self.registry))
+        self.user_events_data = UserEventsData(self.registry, self.abis)
+        self.events_dir = EventsDir(
+            self.events, self.top,
+            header_page=lambda: render_header_page(self.buffer.subbuf_size).decode("latin-1"),
+            header_event=HEADER_EVENT.decode("latin-1"))
+        self.root = Dir("", self._root_entries, mode=ROOT_MODE)
+        self._page_updates: list[PageUpdate] = []
+
+    # -- what the adapter polls ---------------------------------------------------------
+
+    @property
+    def generation(self) -> int:
+        """Moves whenever a record lands in a buffer (blocked readers may go on)."""
+        return self.top.generation
+
+    def take_page_updates(self) -> list[PageUpdate]:
+        updates, self._page_updates = self._page_updates, []
+        return updates
+
+    # -- the tree --------------------------------------------------------------------------
+
+    def _root_entries(self) -> Iterator[Node]:
+        tr = self.top
+        yield text_file("available_events", lambda: render_available_events(self.events))
+        yield self.events_dir.node()
+        yield set_event_node(tr)
+        yield text_file("dynamic_events", self.dynamic_events.render, self._dynamic_events_write,
+                        on_truncate=self.dynamic_events.release_all)
+        yield user_events_data_node(self.user_events_data)
+        yield text_file("user_events_status", lambda: render_status(self.registry))
+        yield tracing_on_node(tr)
+        yield text_file("trace_marker", None, self._mark_write, mode=MARKER_MODE)
+        yield text_file("trace_marker_raw", None, self._mark_raw_write, mode=MARKER_MODE)
+
+    def _dynamic_events_write(self, data: bytes, task: Task) -> int:
+        return self.dynamic_events.write(data, task)
+
+    def _mark_write(self, data: bytes, task: Task) -> int:
+        return mark_write(self.top, data, task, self.marker_ip)
+
+    def _mark_raw_write(self, data: bytes, task: Task) -> int:
+        return mark_raw_write(self.top, data, task)
+
+    def lookup(self, path: str) -> Node | None:
+        """The node at a ``/``-separated path, for tests and tools."""
+        node: Node = self.root
+        for name in filter(None, path.split("/")):
+            if not isinstance(node, Dir):
+                return None
+            child = node.lookup(name)
+            if child is None:
+                return None
+            node = child
+        return node
+
+    def file(self, path: str) -> File:
+        node = self.lookup(path)
+        assert isinstance(node, File), path
+        return node

@@ -1,0 +1,52 @@
+"""The top-level user_events files: ``user_events_data`` and ``user_events_status``.
+
+Rules:
+  * ``user_events_data`` has per-open-file state (the write-index table), kept
+    for as long as the open file description lives, shared across dup/fork,
+    released at final close like the kernel's ``release``.
+  * ``user_events_status`` is text in every era; the status-page eras also map
+    their page from it (see :mod:`._status_page`).
+
+Kernel: kernel/trace/trace_events_user.c (``user_data_fops``, ``user_status_fops``).
+"""
+
+from __future__ import annotations
+
+from ._task import Task
+from ._tree import TRACE_MODE_WRITE, File, FileKind, OpenFile
+from ._user_events import UserEventRegistry, UserEventsFile
+from ._user_events_data import UserEventsData
+
+
+class UserEventsDataFile(OpenFile):
+    """An open ``user_events_data``: ioctls and writes, no read (EINVAL)."""
+
+    kind = FileKind.STREAM
+
+    def __init__(self, data: UserEventsData) -> None:
+        self.data = data
+        self.file = UserEventsFile(data.registry)
+
+    def write(self, data: bytes, offset: int, task: Task) -> int:
+        return self.data.write(self.file, data, offset, task)
+
+    def ioctl(self, cmd: int, arg: int, task: Task) -> int:
+        return self.data.ioctl(self.file, cmd, arg, task)
+
+    def release(self) -> None:
+        self.file.release()
+
+
+def user_events_data_node(data: UserEventsData) -> File:
+    return File("user_events_data", TRACE_MODE_WRITE,
+                lambda flags, task: UserEventsDataFile(data), FileKind.STREAM)
+
+
+def render_status(registry: UserEventRegistry) -> str:
+    """``user_seq_show`` (6.4+): one line per event, then ``Active:``/``Busy:``."""
+    lines = []
+    busy = 0
+    for event in registry:
+        lines.append(event.status_line() + "\n")
+        busy += bool(event.status)
+    return "".join(lines) + f"\nActive: {len(lines)}\nBusy: {busy}\n"

@@ -1,0 +1,175 @@
+"""Reads, writes and ioctls, as the bridge delivers them.
+
+Rules:
+  * Handlers run synchronously in the trio thread (the bridge calls them from
+    pyfuse3's dispatch); a request that cannot be answered now (a read on an
+    empty pipe) is handed to a task of our own and answered later, so it never
+    holds one of pyfuse3's workers.
+  * A blocked read ends when data arrives, when the file is woken by
+    ``ioctl(fd, 0)``, or when the kernel interrupts it (the client got a
+    signal or died): then it answers EINTR at once and the client is free.
+  * 32-bit callers (``FUSE_IOCTL_COMPAT``) get ENOTTY: user_events_data has no
+    ``compat_ioctl``.
+  * After anything that may have produced data or changed state that clients
+    map, :meth:`RequestHandler.changed` runs the daemon's publication hook.
+
+Caveat: a read blocked when ``ioctl(fd, 0)`` wakes its file returns EAGAIN
+instead of blocking again. The kernel's reader re-checks ``O_NONBLOCK`` (which
+libtracefs sets right after the ioctl), but FUSE does not show us an
+``fcntl()`` made while a read is in flight.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from typing import Callable
+
+import trio
+
+from ..engine._errors import WouldBlock
+from ..engine._task import Task
+from ..engine._tree import FileKind, OpenFile
+from ._errno import errno_of
+from ._operations import TracefsOperations
+from ._session import Request
+
+log = logging.getLogger(__name__)
+
+#: fuse_ioctl_in.flags: FUSE_IOCTL_COMPAT (a 32-bit caller on a 64-bit kernel).
+FUSE_IOCTL_COMPAT = 1 << 0
+_MAPPABLE = (FileKind.MAPPABLE_PIPE, FileKind.MAPPABLE_TEXT)
+
+
+class RequestHandler:
+    """The bridge's handler for one mount."""
+
+    def __init__(self, ops: TracefsOperations, nursery: trio.Nursery, *,
+                 writer_task: Callable[[int], Task], caller_task: Callable[[int], Task],
+                 changed: Callable[[], None]) -> None:
+        self.ops = ops
+        self.nursery = nursery
+        #: Task facts for a data write (pid, tgid, cpu, comm): the hot path.
+        self.writer_task = writer_task
+        #: Task facts for control requests (adds capabilities).
+        self.caller_task = caller_task
+        self.changed = changed
+        self._waiters: set[_Waiter] = set()
+        self._scopes: dict[int, trio.CancelScope] = {}  # unique -> blocked read
+        self._interrupted_early: set[int] = set()
+
+    # -- wakeups ---------------------------------------------------------------
+
+    def data_arrived(self) -> None:
+        """Let every blocked reader try again."""
+        waiters, self._waiters = self._waiters, set()
+        for waiter in waiters:
+            waiter.event.set()
+
+    def wake_file(self, fh: int) -> None:
+        """``ioctl(fd, 0)``: wake the readers blocked on one open file."""
+        for waiter in [w for w in self._waiters if w.fh == fh]:
+            self._waiters.discard(waiter)
+            waiter.by_ioctl = True
+            waiter.event.set()
+
+    # -- bridge callbacks ---------------------------------------------------------
+
+    def read(self, req: Request, ino: int, fh: int, offset: int, size: int,
+             flags: int, lock_owner: int) -> None:
+        try:
+            file = self.ops.files.get(fh)
+            if lock_owner == 0 and file.kind in _MAPPABLE:
+                # A page-cache fill: an mmap() fault, never a read() (which is
+                # direct I/O and carries the file's lock owner).
+                data = file.map_read(offset, size)  # type: ignore[attr-defined]
+            else:
+                data = file.read(offset, size)
+        except WouldBlock:
+            if flags & os.O_NONBLOCK:
+                req.reply_err(errno.EAGAIN)
+                return
+            req.watch_interrupts()
+            self.nursery.start_soon(self._blocked_read, req, fh, file, offset, size)
+            return
+        except Exception as exc:
+            req.reply_err(errno_of(exc, "read"))
+            return
+        req.reply_data(data)
+
+    async def _blocked_read(self, req: Request, fh: int, file: OpenFile,
+                            offset: int, size: int) -> None:
+        with trio.CancelScope() as scope:
+            self._scopes[req.unique] = scope
+            if req.unique in self._interrupted_early:
+                self._interrupted_early.discard(req.unique)
+                scope.cancel()
+            waiter = _Waiter(fh)
+            try:
+                while True:
+                    self._waiters.add(waiter)
+                    await waiter.event.wait()
+                    try:
+                        data = file.read(offset, size)
+                    except WouldBlock:
+                        if waiter.by_ioctl:
+                            req.reply_err(errno.EAGAIN)
+                            return
+                        waiter.event = trio.Event()
+                        continue
+                    except Exception as exc:
+                        req.reply_err(errno_of(exc, "read"))
+                        return
+                    req.reply_data(data)
+                    return
+            finally:
+                self._waiters.discard(waiter)
+                del self._scopes[req.unique]
+        req.reply_err(errno.EINTR)
+
+    def interrupted(self, req: Request) -> None:
+        # Called with libfuse's request lock held: only cancel here, the
+        # blocked read replies once it unwinds.
+        scope = self._scopes.get(req.unique)
+        if scope is not None:
+            scope.cancel()
+        else:
+            self._interrupted_early.add(req.unique)
+
+    def write(self, req: Request, ino: int, fh: int, offset: int, data: bytes,
+              flags: int) -> None:
+        try:
+            file = self.ops.files.get(fh)
+            task = (self.writer_task if file.kind is FileKind.STREAM else self.caller_task)(req.pid)
+            count = file.write(data, offset, task)
+        except Exception as exc:
+            req.reply_err(errno_of(exc, "write"))
+        else:
+            req.reply_write(count)
+        self.changed()
+
+    def ioctl(self, req: Request, ino: int, fh: int, cmd: int, arg: int,
+              in_data: bytes, out_size: int, flags: int) -> None:
+        if flags & FUSE_IOCTL_COMPAT:
+            req.reply_err(errno.ENOTTY)
+            return
+        try:
+            file = self.ops.files.get(fh)
+            result = file.ioctl(cmd, arg, self.caller_task(req.pid))
+        except Exception as exc:
+            req.reply_err(errno_of(exc, "ioctl"))
+        else:
+            # No output data: the kernel copies nothing back over what the
+            # engine wrote into the caller's memory.
+            req.reply_ioctl(result)
+        self.changed()
+
+
+class _Waiter:
+    __slots__ = ("fh", "event", "by_ioctl")
+
+    def __init__(self, fh: int) -> None:
+        self.fh = fh
+        self.event = trio.Event()
+        self.by_ioctl = False
