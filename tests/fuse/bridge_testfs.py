@@ -28,6 +28,7 @@ clients in tests/clients/bridge_*.c.  Every file sits in the root:
 Events, one line each on ``--events-fd``, let the tests wait for the daemon
 instead of sleeping: ``ready``, ``blocked <pid>``, ``interrupted <pid>``,
 ``reply-refused <pid>`` (a reply tried inside interrupted()),
+``late-blocked <pid>``, ``late-watch <pid> <bool>``, ``double-reply <error>``,
 ``nonblock <flags>``, ``writes <file> <count>``.  Logs go to stderr.
 
 Rules: handler callbacks never block; blocked reads and held writes are
@@ -145,8 +146,7 @@ class TestFs(pyfuse3.Operations):
 
     async def open(self, inode: int, flags: int, ctx: object
                    ) -> pyfuse3.FileInfo:
-        # fh encodes the inode so the bridged handlers need no table.
-        fh = self._next_fh << 8 | inode
+        fh = self._next_fh
         self._next_fh += 1
         if inode == PAR:
             _session.set_open_flags(fh, _session.FOPEN_PARALLEL_DIRECT_WRITES)

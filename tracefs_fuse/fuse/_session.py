@@ -91,7 +91,34 @@ PROBE_TIMEOUT_S = 10.0
 
 
 class BridgeHandler(Protocol):
-    """What :func:`serve` routes bridged requests to (see ``_bridge``)."""
+    """What :func:`serve` routes FUSE_IOCTL/READ/WRITE and interrupts to.
+
+    Every method is called synchronously from libfuse, in the trio thread
+    with the GIL held, while pyfuse3 processes the request: it must not block
+    or await.  Reply on the spot, or keep ``req`` and reply later from a task
+    (``nursery.start_soon``); no pyfuse3 worker waits meanwhile.  Each
+    request takes exactly one reply (``reply_err`` always fits; a second
+    reply raises ``RuntimeError``).  An exception escaping a method, or a
+    ``req`` dropped unanswered, is logged and answered EIO.
+
+    * ``ioctl``: restricted, so ``in_data`` holds the ``_IOC_SIZE(cmd)``
+      bytes the kernel copied in (8 for a pointer-typed cmd); the rest lives
+      at ``arg`` in thread ``req.pid``.  ``reply_ioctl(result)`` with no data
+      copies nothing back, so process_vm_writev results survive; data (at
+      most ``out_size`` bytes) is copied over ``arg``.  ``flags`` has
+      FUSE_IOCTL_DIR for directories.  Unknown cmds: ``reply_err(ENOTTY)``.
+    * ``read``: ``flags`` is the file's f_flags now (O_NONBLOCK set by fcntl
+      after open included); ``lock_owner`` is 0 for page-cache fills (mmap
+      faults, readahead, splice) and non-zero for read(2).
+      ``reply_data(b)``, ``len(b) <= size``.
+    * ``write``: ``reply_write(len(data))`` (or fewer bytes).
+    * ``interrupted``: a FUSE_INTERRUPT for a request that called
+      ``req.watch_interrupts()``; libfuse holds the request's lock, so do
+      not reply here (it raises): cancel the waiter and let it reply EINTR.
+      ``watch_interrupts()`` returns True instead when the interrupt came
+      first.  Without it a signalled reader stays in D state (even on
+      SIGKILL) until the reply.
+    """
 
     def ioctl(self, req: Request, ino: int, fh: int, cmd: int, arg: int,
               in_data: bytes, out_size: int, flags: int) -> None: ...
