@@ -1,7 +1,7 @@
 // ioctl client for tests/fuse/bridge_testfs.py (the "ioctl" file).
 //
 // usage: bridge_ioctl reg|thread|data|unknown FILE
-//        bridge_ioctl bench FILE SECONDS
+//        bridge_ioctl bench|bench-task FILE SECONDS
 // Prints key=value lines; exits with errno on an unexpected failure.
 #include <errno.h>
 #include <fcntl.h>
@@ -25,7 +25,8 @@ struct bridge_reg {
 };
 #define IOC_REG _IOWR('*', 0, struct bridge_reg *)
 #define IOC_DATA _IOWR('*', 2, uint64_t[2])
-#define IOC_NOP _IO('*', 3)
+#define IOC_NOP _IO('*', 3)       // replied inline by the handler
+#define IOC_NOP_TASK _IO('*', 4)  // replied from a trio task
 #define IOC_UNKNOWN _IO('*', 9)
 
 static int fd;
@@ -56,7 +57,7 @@ static void *do_reg(void *unused)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s reg|thread|data|unknown|bench FILE [SECONDS]\n", argv[0]);
+		fprintf(stderr, "usage: %s reg|thread|data|unknown|bench|bench-task FILE [SECONDS]\n", argv[0]);
 		return EINVAL;
 	}
 	const char *mode = argv[1];
@@ -86,11 +87,12 @@ int main(int argc, char **argv)
 		int err = errno;
 		printf("ret=%d errno=%s us=%.0f\n", ret, ret < 0 ? strerrorname_np(err) : "0",
 		       now_us() - t0);
-	} else if (!strcmp(mode, "bench") && argc == 4) {
+	} else if (!strncmp(mode, "bench", 5) && argc == 4) {
+		unsigned long cmd = strcmp(mode, "bench-task") ? IOC_NOP : IOC_NOP_TASK;
 		double end = now_us() + atof(argv[3]) * 1e6, t0 = now_us();
 		long n = 0;
 		while (now_us() < end) {
-			if (ioctl(fd, IOC_NOP, 0) != 0) {
+			if (ioctl(fd, cmd, 0) != 0) {
 				perror("ioctl(IOC_NOP)");
 				return errno;
 			}

@@ -1,13 +1,13 @@
 """Test-only pyfuse3 filesystem that exercises the native bridge.
 
 Run as ``python bridge_testfs.py MOUNTPOINT --events-fd N
-[--import-pyfuse3-first]``; tests/fuse/test_bridge.py drives it with the C
+[--import-pyfuse3-first]``, with only MAX_TASKS pyfuse3 workers; tests/fuse/test_bridge.py drives it with the C
 clients in tests/clients/bridge_*.c.  Every file sits in the root:
 
 ==========  =================================================================
 ``ioctl``   IOC_REG: 8-byte copy-in, answer written with process_vm_writev,
-            reply without data; IOC_DATA: reply with data; IOC_NOP; else
-            ENOTTY.
+            reply without data; IOC_DATA: reply with data; IOC_NOP (replied
+            inline) and IOC_NOP_TASK (from a trio task); else ENOTTY.
 ``dual``    direct_io + keep_cache, 4096 bytes: read(2) gets TEXT, page-cache
             fills (lock_owner 0, i.e. mmap faults) get the binary page.
 ``ctl``     write ``store OFF HEX``: update the page, notify_store it;
@@ -65,6 +65,9 @@ SIZES = {DUAL: 4096, PAR: 1 << 20, SERIAL: 1 << 20}
 
 PAGE_SIZE = 4096
 TEXT = b"dual-text-for-read(2)\n"
+# Fewer pyfuse3 workers than the tests block readers: bridged requests must
+# not hold one.
+MAX_TASKS = 4
 PAR_TIMEOUT_S = 10.0     # must never expire when parallel writes work
 SERIAL_TIMEOUT_S = 0.5   # negative control: expires once per write
 
@@ -76,6 +79,7 @@ def _ioc(direction: int, kind: str, nr: int, size: int) -> int:
 IOC_REG = _ioc(3, "*", 0, 8)    # _IOWR('*', 0, struct bridge_reg *)
 IOC_DATA = _ioc(3, "*", 2, 16)  # _IOWR('*', 2, uint64_t[2])
 IOC_NOP = _ioc(0, "*", 3, 0)    # _IO('*', 3)
+IOC_NOP_TASK = _ioc(0, "*", 4, 0)  # _IO('*', 4)
 
 
 class _IoVec(ctypes.Structure):
@@ -174,10 +178,13 @@ class Bridged:
 
     def ioctl(self, req: Request, ino: int, fh: int, cmd: int, arg: int,
               in_data: bytes, out_size: int, flags: int) -> None:
-        if ino != IOCTL or cmd not in (IOC_REG, IOC_DATA, IOC_NOP):
+        if ino != IOCTL or cmd not in (IOC_REG, IOC_DATA, IOC_NOP,
+                                       IOC_NOP_TASK):
             req.reply_err(errno.ENOTTY)
         elif cmd == IOC_NOP:
             req.reply_ioctl(0)
+        elif cmd == IOC_NOP_TASK:
+            self._nursery.start_soon(self._reply_nop, req)
         elif cmd == IOC_DATA:
             v0, v1 = struct.unpack("<QQ", in_data)
             req.reply_ioctl(0, struct.pack("<QQ", v0 + 1, v1 + 1))
@@ -191,6 +198,9 @@ class Bridged:
             poke(req.pid, arg + 4, struct.pack("<I", 0xFEEDFACE))
             poke(req.pid, arg + 8, struct.pack("<QI", marker + size, req.pid))
             req.reply_ioctl(7)
+
+    async def _reply_nop(self, req: Request) -> None:
+        req.reply_ioctl(0)
 
     def read(self, req: Request, ino: int, fh: int, offset: int, size: int,
              flags: int, lock_owner: int) -> None:
@@ -308,7 +318,7 @@ async def _serve(nursery: trio.Nursery, handler: Bridged, mountpoint: str,
                  *, task_status: trio.TaskStatus[object]) -> None:
     await _session.serve(TestFs(), handler, mountpoint,
                          ["fsname=bridgetest", "subtype=bridgetest"],
-                         task_status=task_status)
+                         max_tasks=MAX_TASKS, task_status=task_status)
     # Unmounted: blocked reads and held writes have nobody left to answer.
     nursery.cancel_scope.cancel()
 

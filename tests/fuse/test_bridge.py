@@ -260,6 +260,24 @@ def test_interrupt_before_watch_is_reported_by_watch_interrupts(
     assert "read=-1 errno=EINTR" in out
 
 
+def test_blocked_readers_do_not_starve_other_requests(
+        testfs: MountedFs, c_client: CClient) -> None:
+    """Twice as many blocked readers as pyfuse3 workers (MAX_TASKS = 4)."""
+    clients = [testfs.spawn(str(c_client("bridge_block")), "wait",
+                            testfs.path("block")) for _ in range(8)]
+    for client in clients:
+        testfs.events.wait_for(f"blocked {client.pid}")
+    t0 = time.monotonic()
+    out = run_client(c_client, "bridge_ioctl", "data", testfs.path("ioctl"))
+    assert out["v0"] == "42"
+    assert testfs.status()["reads"] > 0
+    assert time.monotonic() - t0 < SIGNAL_BOUND_S
+    for client in clients:
+        client.kill()
+    for client in clients:
+        assert client.wait(EXIT_TIMEOUT_S) == -signal.SIGKILL
+
+
 def test_fcntl_nonblock_shows_in_per_read_flags(testfs: MountedFs,
                                                 c_client: CClient) -> None:
     out = run_client(c_client, "bridge_block", "nonblock",
