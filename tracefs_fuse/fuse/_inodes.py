@@ -36,6 +36,10 @@ class InodeTable:
             self._path_of[ino] = path
         return ino
 
+    def known(self, path: Path) -> int | None:
+        """The inode of ``path`` if the kernel may know it, else None."""
+        return self._ino_of.get(path)
+
     def path(self, ino: int) -> Path | None:
         return self._path_of.get(ino)
 

@@ -84,12 +84,14 @@ class TracefsOperations(pyfuse3.Operations):
     """The tree of one engine, served through pyfuse3."""
 
     def __init__(self, root: Dir, task_of: Callable[[int], Task], *,
-                 gid: int = 0, mode_mask: int = 0o7777) -> None:
+                 uid: int = 0, gid: int = 0, root_mode: int | None = None) -> None:
         super().__init__()
         self.root = root
         self.task_of = task_of
+        self.uid = uid
         self.gid = gid
-        self.mode_mask = mode_mask
+        #: tracefs' ``mode=`` mount option: the root directory's permissions.
+        self.root_mode = root_mode
         self.inodes = InodeTable()
         self.files = OpenFiles()
         self.mount_time_ns = time.time_ns()
@@ -118,9 +120,12 @@ class TracefsOperations(pyfuse3.Operations):
     def _attrs(self, inode: int, path: Path, node: Node) -> pyfuse3.EntryAttributes:
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = inode
-        attrs.st_mode = stat.S_IFMT(node.mode) | (stat.S_IMODE(node.mode) & self.mode_mask)
+        mode = node.mode
+        if not path and self.root_mode is not None:
+            mode = stat.S_IFDIR | self.root_mode
+        attrs.st_mode = mode
         attrs.st_nlink = 1
-        attrs.st_uid = 0
+        attrs.st_uid = self.uid
         attrs.st_gid = self.gid
         attrs.st_size = 0
         attrs.st_blksize = _BLOCK_SIZE

@@ -1,0 +1,246 @@
+"""The daemon: one engine, served at one mountpoint, following client processes.
+
+Rules:
+  * Everything runs in one trio thread: pyfuse3's dispatch, the bridge's
+    handlers, process events. Engine calls are synchronous and never awaited,
+    so every request sees (and leaves) a consistent engine.
+  * A process is tracked (pidfd + pinned mm) from the first ioctl its thread
+    sends to ``user_events_data``; nothing is ever written into an untracked
+    process. If its number turns out to name a new image, whatever the engine
+    held for the old one is dropped first.
+  * Forked children inherit enablers when the process connector reports the
+    fork; exec and exit drop them. After each batch of process events, children
+    that still hold copies get the current enable state written (a state
+    change may have raced with the fork).
+  * After every request that may have changed what clients see, :meth:`Daemon.publish`
+    wakes blocked readers and pollers and pushes changed pages into mappings.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from typing import Callable
+
+import trio
+
+from ..config import MountConfig
+from ..engine._clock import TraceClocks
+from ..engine._memory import Tgid
+from ..engine._task import Task
+from ..engine._tracefs import Tracefs
+from ._memory import VmProcessMemory
+from ._operations import TracefsOperations
+from ._proc_events import EventsLost, ExecEvent, ExitWatcher, ForkEvent, ProcConnector
+from ._requests import RequestHandler
+from ._session import pyfuse3, serve, terminate
+from ._tasks import TaskTable
+
+log = logging.getLogger(__name__)
+
+#: capability(7) bits of CapEff in /proc/<pid>/status.
+CAP_SYS_ADMIN = 21
+CAP_PERFMON = 38
+
+
+def perfmon_capable(tid: int) -> bool:
+    """``perfmon_capable()``: CAP_PERFMON or CAP_SYS_ADMIN in the effective set."""
+    try:
+        with open(f"/proc/{tid}/status", "rb") as f:
+            status = f.read()
+    except OSError:
+        return False
+    start = status.find(b"\nCapEff:")
+    if start < 0:
+        return False
+    caps = int(status[start + 8:status.index(b"\n", start + 1)].strip(), 16)
+    return bool(caps & (1 << CAP_PERFMON | 1 << CAP_SYS_ADMIN))
+
+
+def possible_cpus() -> int:
+    """CPUs the kernel could bring online (``/sys/devices/system/cpu/possible``)."""
+    try:
+        with open("/sys/devices/system/cpu/possible") as f:
+            text = f.read().strip()
+        return max(int(part.split("-")[-1]) for part in text.split(",")) + 1
+    except (OSError, ValueError):
+        return os.cpu_count() or 1
+
+
+def host_clocks() -> TraceClocks:
+    """The trace clocks, from the host's clocks (``local`` is sched_clock's stand-in)."""
+
+    def clock(clock_id: int) -> Callable[[], int]:
+        return lambda: time.clock_gettime_ns(clock_id)
+
+    mono = clock(time.CLOCK_MONOTONIC)
+    return TraceClocks(local=mono, global_=mono, perf=mono, mono=mono,
+                       mono_raw=clock(time.CLOCK_MONOTONIC_RAW),
+                       boot=clock(time.CLOCK_BOOTTIME), tai=clock(time.CLOCK_TAI),
+                       x86_tsc=time.perf_counter_ns, uptime_ns=clock(time.CLOCK_BOOTTIME))
+
+
+def marker_ip() -> int:
+    """The host's address of ``tracing_mark_write`` (0 if kallsyms hides it)."""
+    try:
+        with open("/proc/kallsyms", "rb") as f:
+            for line in f:
+                if line.endswith(b" tracing_mark_write\n"):
+                    return int(line.split(b" ", 1)[0], 16)
+    except OSError:
+        pass
+    return 0
+
+
+class Daemon:
+    """One mount's engine, adapter and process tracking."""
+
+    def __init__(self, config: MountConfig) -> None:
+        self.config = config
+        self.memory = VmProcessMemory()
+        self.tasks = TaskTable()
+        self.engine = Tracefs(
+            nr_cpus=config.nr_cpus or possible_cpus(), memory=self.memory,
+            clocks=host_clocks(), abi=config.abi, user_events_max=config.user_events_max,
+            buffer_size_kb=config.buffer_size_kb, marker_ip=marker_ip())
+        self.ops = TracefsOperations(self.engine.root, self.caller_task, uid=config.uid,
+                                     gid=config.gid, root_mode=config.mode)
+        self.handler: RequestHandler | None = None
+        self.exits = ExitWatcher()
+        self._generation = self.engine.generation
+
+    # -- who is calling ---------------------------------------------------------------
+
+    def _tgid(self, tid: int) -> Tgid:
+        return self.tasks.tgid(tid) or Tgid(tid)
+
+    def caller_task(self, tid: int) -> Task:
+        """A control request's caller: tracked, with its capabilities."""
+        tgid = self._tgid(tid)
+        self._track(tgid)
+        return Task(pid=tid, tgid=tgid, perfmon=perfmon_capable(tid))
+
+    def writer_task(self, tid: int) -> Task:
+        """An event write's caller: the hot path, one pread of /proc/<tid>/stat."""
+        facts = self.tasks.facts(tid)
+        # The engine's text is latin-1 (bytes round-trip); comm came as fsdecode'd.
+        comm = facts.comm.encode("utf-8", "surrogateescape").decode("latin-1")
+        return Task(pid=tid, tgid=facts.tgid, cpu=facts.cpu % self.engine.nr_cpus, comm=comm)
+
+    def _track(self, tgid: Tgid) -> None:
+        try:
+            fresh = self.memory.track(tgid)
+        except OSError as exc:
+            log.debug("cannot track %d: %s", tgid, exc)
+            return
+        if fresh:
+            # A new image under a number we knew: its enablers are stale.
+            self.engine.registry.exit(tgid)
+            self.exits.watch(tgid, self.memory.pidfd(tgid))
+
+    # -- after every request ---------------------------------------------------------------
+
+    def publish(self) -> None:
+        generation = self.engine.generation
+        if generation != self._generation:
+            self._generation = generation
+            assert self.handler is not None
+            self.handler.data_arrived()
+            self.ops.notify_pollers()
+        for update in self.engine.take_page_updates():
+            inode = self.ops.inodes.known(update.path)
+            if inode is None:
+                continue  # never looked up: nobody can have it mapped
+            try:
+                pyfuse3.notify_store(inode, update.offset, update.data)
+            except OSError as exc:
+                log.debug("notify_store %s: %s", "/".join(update.path), exc)
+
+    # -- process events ---------------------------------------------------------------------
+
+    def _forget(self, tgid: Tgid) -> None:
+        self.engine.registry.exit(tgid)
+        self.memory.untrack(tgid)
+        self.exits.unwatch(tgid)
+
+    def process_events(self, events: list[object]) -> None:
+        registry = self.engine.registry
+        forked: list[Tgid] = []
+        for event in events:
+            if isinstance(event, ForkEvent):
+                if event.is_thread or Tgid(event.parent_tgid) not in registry.mms:
+                    continue
+                child = Tgid(event.child_tgid)
+                try:
+                    self.memory.track(child, parent=Tgid(event.parent_tgid))
+                except OSError as exc:
+                    # exec'd already, or shares the parent's mm (vfork): the
+                    # kernel would not write copies into it either.
+                    log.debug("fork %d -> %d not followed: %s", event.parent_tgid, child, exc)
+                    continue
+                self.exits.watch(child, self.memory.pidfd(child))
+                registry.fork(Tgid(event.parent_tgid), child)
+                forked.append(child)
+            elif isinstance(event, ExecEvent):
+                if Tgid(event.tgid) in registry.mms:
+                    self._forget(Tgid(event.tgid))
+            elif isinstance(event, EventsLost):
+                for tgid in list(registry.mms):
+                    if not self.memory.is_current(tgid):
+                        self._forget(tgid)
+        for child in forked:
+            if child in registry.mms:
+                registry.sync(child)
+        self.publish()
+
+    async def follow_processes(self, connector: ProcConnector) -> None:
+        async for event in connector:
+            self.process_events([event, *connector.drain()])
+
+    async def follow_exits(self) -> None:
+        while True:
+            for tgid in await self.exits.wait_exited():
+                self._forget(tgid)
+            self.publish()
+
+    # -- serving ---------------------------------------------------------------------------------
+
+    def mount_options(self) -> list[str]:
+        options = ["fsname=tracefs", "subtype=tracefs", "allow_other", "default_permissions"]
+        if self.config.debug:
+            options.append("debug")
+        return options
+
+    async def run(self, stop_on_signals: bool = True, *,
+                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Mount, serve until unmounted (or, if asked, SIGTERM/SIGINT), unmount."""
+        with ProcConnector() as connector:
+            async with trio.open_nursery() as nursery:
+                self.handler = RequestHandler(
+                    self.ops, nursery, writer_task=self.writer_task,
+                    caller_task=self.caller_task, changed=self.publish)
+                nursery.start_soon(self.follow_processes, connector)
+                nursery.start_soon(self.follow_exits)
+                if stop_on_signals:
+                    nursery.start_soon(self._stop_on_signal)
+                status = await nursery.start(self._serve, nursery)
+                log.info("serving %s: %s", self.config.mountpoint, status)
+                task_status.started()
+        self.exits.close()
+
+    async def _serve(self, nursery: trio.Nursery,
+                     task_status: trio.TaskStatus[object] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until unmounted, then stop following processes."""
+        assert self.handler is not None
+        await serve(self.ops, self.handler, self.config.mountpoint, self.mount_options(),
+                    task_status=task_status)
+        nursery.cancel_scope.cancel()
+
+    async def _stop_on_signal(self) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("signal %d: unmounting", signum)
+                terminate()
+                return
