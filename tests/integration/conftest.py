@@ -1,0 +1,96 @@
+"""Mounting a real tracefs-fuse for integration tests.
+
+The daemon runs as ``python -m tracefs_fuse mount --foreground`` in its own
+process, exactly as users run it; readiness is awaited on the ``--ready-fd``
+pipe (no polling). Teardown unmounts with ``fusermount3 -u``, requires a clean
+exit (status 0) and fails the test if the daemon logged an ERROR (a bug).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+
+class Mount:
+    """A running daemon and its mountpoint."""
+
+    def __init__(self, path: Path, log: Path, proc: subprocess.Popen[bytes]) -> None:
+        self.path = path
+        self.log = log
+        self.proc = proc
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    __str__ = __fspath__
+
+    def __truediv__(self, other: str) -> Path:
+        return self.path / other
+
+    def read(self, rel: str) -> str:
+        return (self.path / rel).read_text(encoding="latin-1")
+
+    def write(self, rel: str, text: str) -> None:
+        fd = os.open(self.path / rel, os.O_WRONLY)
+        try:
+            os.write(fd, text.encode("latin-1"))
+        finally:
+            os.close(fd)
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def start_mount(path: Path, log: Path, *options: str) -> Mount:
+    path.mkdir(exist_ok=True)
+    read_fd, write_fd = os.pipe()
+    with open(log, "wb") as logfile:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tracefs_fuse", "mount", str(path), "--foreground",
+             "--ready-fd", str(write_fd), *options],
+            pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as ready:
+        answer = ready.read()  # "ok", an error text, or EOF if the daemon died
+    if answer != b"ok":
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"mount failed: {answer!r}\n{log.read_text(errors='replace')}")
+    return Mount(path, log, proc)
+
+
+def stop_mount(mount: Mount) -> None:
+    """Unmount and insist on a clean daemon exit; on failure, clean up hard."""
+    result = subprocess.run(["fusermount3", "-u", str(mount.path)], capture_output=True)
+    try:
+        rc = mount.proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        subprocess.run(["fusermount3", "-u", "-z", str(mount.path)])
+        mount.proc.kill()
+        mount.proc.wait()
+        raise AssertionError(f"daemon did not exit after unmount:\n{mount.log_text()}")
+    assert result.returncode == 0, result.stderr
+    assert rc == 0, f"daemon exited with {rc}:\n{mount.log_text()}"
+    errors = [line for line in mount.log_text().splitlines() if " ERROR " in line]
+    assert not errors, "daemon logged errors:\n" + "\n".join(errors)
+
+
+@pytest.fixture
+def mount_options() -> tuple[str, ...]:
+    """Extra ``tracefs-fuse mount`` options; override (or parametrize) per test."""
+    return ()
+
+
+@pytest.fixture
+def tracefs(tmp_path: Path, mount_options: tuple[str, ...]) -> Iterator[Mount]:
+    mount = start_mount(tmp_path / "tracing", tmp_path / "daemon.log", *mount_options)
+    try:
+        yield mount
+    finally:
+        stop_mount(mount)
