@@ -8,6 +8,8 @@
 //   dump OFF LEN   hex of LEN bytes at base+OFF (pages 0-1 only)
 //   word           the value of word, in hex
 //   fork           fork a child that runs this image until we quit: "child=<pid>"
+//   vmfork         the same with clone(CLONE_VM), as vfork/posix_spawn share
+//                  the parent's mm (without suspending us): "child=<pid>"
 //   thread         run a thread to its end and join it: "thread=<tid>"
 //   forks N        fork N children that exit at once, reaping each: "forked=N"
 //   exec           print "exec'd", then re-exec this program (which prints a
@@ -15,6 +17,8 @@
 //   quit           reap the "fork" children (they end when we close their
 //                  pipe) and exit(0)
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,22 +38,37 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-static pid_t fork_waiter(int *release)
+// Ends on EOF, i.e. once every holder of the pipe's write end has closed it
+// (the parent at "quit", and "fork" children made later, which inherited it).
+// Raw syscalls only: a CLONE_VM child shares the parent's stdio buffers.
+static int wait_for_release(void *fds)
 {
-	int p[2];
+	int *p = fds;
+	char c;
+	close(p[1]);
+	while (read(p[0], &c, 1) > 0)
+		;
+	return 0;
+}
+
+// p is this child's own pipe, left untouched afterwards: a CLONE_VM child
+// reads it from shared memory.
+static pid_t fork_waiter(int p[2], int share_mm)
+{
+	static char stack[16][64 * 1024];
+	static int stacks;
+	pid_t child;
 	if (pipe(p))
 		return -1;
-	pid_t child = fork();
-	if (child == 0) {
-		char c;
-		close(p[1]);
-		// Ends on EOF, i.e. when the parent closes its end at "quit".
-		while (read(p[0], &c, 1) > 0)
-			;
-		_exit(0);
+	if (share_mm) {
+		child = clone(wait_for_release, stack[stacks++] + sizeof stack[0],
+			      CLONE_VM | SIGCHLD, p);
+	} else {
+		child = fork();
+		if (child == 0)
+			_exit(wait_for_release(p));
 	}
 	close(p[0]);
-	*release = p[1];
 	return child;
 }
 
@@ -71,7 +90,7 @@ int main(int argc, char **argv)
 	       (void *)&word, argc > 1 ? argv[1] : "first");
 
 	pid_t children[16];
-	int releases[16], nchildren = 0;
+	int pipes[16][2], nchildren = 0;
 	char line[128];
 	while (fgets(line, sizeof line, stdin)) {
 		long off, len, n;
@@ -81,8 +100,8 @@ int main(int argc, char **argv)
 			printf("\n");
 		} else if (!strcmp(line, "word\n")) {
 			printf("%x\n", (unsigned)word);
-		} else if (!strcmp(line, "fork\n") && nchildren < 16) {
-			children[nchildren] = fork_waiter(&releases[nchildren]);
+		} else if ((!strcmp(line, "fork\n") || !strcmp(line, "vmfork\n")) && nchildren < 16) {
+			children[nchildren] = fork_waiter(pipes[nchildren], line[0] == 'v');
 			printf("child=%d\n", children[nchildren++]);
 		} else if (!strcmp(line, "thread\n")) {
 			pthread_t t;
@@ -107,9 +126,9 @@ int main(int argc, char **argv)
 			printf("?\n");
 		}
 	}
-	for (int i = 0; i < nchildren; i++) {
-		close(releases[i]);
+	for (int i = 0; i < nchildren; i++)
+		close(pipes[i][1]);
+	for (int i = 0; i < nchildren; i++)
 		waitpid(children[i], NULL, 0);
-	}
 	return 0;
 }

@@ -301,18 +301,30 @@ def test_memory_track_zombie_refused(memory: VmProcessMemory, pages: Client) -> 
 
 def test_memory_track_forked_child_before_exec(memory: VmProcessMemory, pages: Client) -> None:
     child = Tgid(int(Client.fields(pages.ask("fork"))["child"]))
-    assert memory.track(child, forked=True)
+    assert memory.track(child, parent=pages.pid)
     # The child's copy of the page, not the parent's.
     assert memory.write(child, word(pages), b"\x00") == 1
     assert memory.read(child, word(pages), 4) == (0x11223300).to_bytes(4, "little")
     assert pages.ask("word") == "11223344"
 
 
-def test_memory_track_forked_refuses_execd_child(memory: VmProcessMemory, pages: Client) -> None:
+def test_memory_track_refuses_execd_child(memory: VmProcessMemory, pages: Client) -> None:
     # Popen forked and exec'd it: enablers copied at its fork must not follow.
-    with pytest.raises(ProcessLookupError):
-        memory.track(pages.pid, forked=True)
+    with pytest.raises(ProcessLookupError, match="exec'd"):
+        memory.track(pages.pid, parent=Tgid(os.getpid()))
     assert memory.tracked() == []
+
+
+def test_memory_track_refuses_child_sharing_parent_mm(memory: VmProcessMemory,
+                                                      pages: Client) -> None:
+    # vfork/posix_spawn children: once one execs, its pid leads to the new
+    # program while the pinned mm lives on in the parent.
+    child = Tgid(int(Client.fields(pages.ask("vmfork"))["child"]))
+    with pytest.raises(ProcessLookupError, match="shares the mm"):
+        memory.track(child, parent=pages.pid)
+    assert memory.tracked() == []
+    # A parent that is gone shares nothing.
+    assert memory.track(child, parent=Tgid(0x3FFFFFFF))
 
 
 async def test_memory_leader_exited_first(memory: VmProcessMemory,

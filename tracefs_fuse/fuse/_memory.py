@@ -36,9 +36,9 @@ Remaining races (none can be closed from user space; the kernel holds the
     lands in the new image; if it exits, is reaped by its parent *and* the pid
     allocator wraps around (``/proc/sys/kernel/pid_max`` allocations) so that
     a new process gets the same number, all within that window, the write
-    lands in the newcomer. The window is one Python-to-syscall transition
-    (about a microsecond). The post-write pidfd check detects the exit case
-    after the fact (logged; it cannot be undone).
+    lands in the newcomer. The window is the Python between the checks and
+    the syscall, about 2 us. The post-write pidfd check detects the exit case
+    after the fact (counted and logged; it cannot be undone).
   * **Leader already exited.** The live thread used instead is picked from
     ``/proc/<tgid>/task`` just before the syscall; if it exits and its number
     is reused in that window, the same applies.
@@ -48,10 +48,21 @@ Remaining races (none can be closed from user space; the kernel holds the
     (fs/fuse/dev.c ``request_wait_answer``), so neither it nor its thread group
     can be reaped. For a child seen in a fork event it holds unless the child
     was reaped and its number reallocated before ``track`` ran.
+  * **Forked child exec'ing while tracked.** ``track(parent=...)`` refuses a
+    child whose ``PF_FORKNOEXEC`` is clear, and pins the mm it finds. The
+    kernel swaps the mm (``exec_mmap``) slightly before it clears the flag
+    (both in ``begin_new_exec``); a ``track`` landing exactly between them pins
+    the new mm, which at that point maps little more than the new stack, so a
+    write there faults rather than corrupts, except at an address inside that
+    stack.
 
 Caveats:
   * The read-modify-write of an enable bit is not atomic against the target
     (the kernel's ``set_bit`` is); see the engine's ``_write_bit``.
+  * A process that shares its mm with another process (clone(CLONE_VM)
+    without CLONE_THREAD) and registers enablers itself is tracked with that
+    shared mm pinned; if it then execs while the other process lives on, only
+    its exec event (the daemon untracking it) stops writes into its new image.
   * Not thread-safe: one instance serves one trio thread.
   * Needs ptrace access to the targets (``PTRACE_MODE_ATTACH``): root, or
     CAP_SYS_PTRACE, or same uid without Yama restrictions.
@@ -63,6 +74,7 @@ import ctypes
 import errno
 import logging
 import os
+import platform
 import select
 from collections.abc import Callable
 from typing import cast
@@ -78,6 +90,10 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 _IOV_MAX = 1024
 #: kernel/fork.c: set at fork, cleared by begin_new_exec(); /proc/<pid>/stat field 9.
 PF_FORKNOEXEC = 0x00000040
+#: include/uapi/linux/kcmp.h: enum kcmp_type { KCMP_FILE, KCMP_VM, ... };
+KCMP_VM = 1
+#: __NR_kcmp: arch/x86/entry/syscalls/syscall_64.tbl; include/uapi/asm-generic/unistd.h.
+_NR_KCMP = {"x86_64": 312, "aarch64": 272, "riscv64": 272}.get(platform.machine())
 
 
 class _Iovec(ctypes.Structure):
@@ -109,7 +125,7 @@ _process_vm_writev = _vm_syscall("process_vm_writev")
 
 # The errnos that mean "nothing (more) to transfer here" rather than a bug:
 # EFAULT: the first remote page is not mapped / not writable;
-# EPERM: no ptrace access (also reported for a task that is being torn down).
+# EPERM: no ptrace access (mm_access() said EACCES).
 # (ESRCH, no such task or a task without mm, is told apart: see _transfer.)
 _SHORT_ERRNOS = frozenset({errno.EFAULT, errno.EPERM})
 #: Addresses are unsigned longs; /proc/<pid>/mem offsets are signed (loff_t).
@@ -184,6 +200,27 @@ def _stat_flags(tgid: int) -> int:
     return int(data[data.rindex(b")") + 2:].split(b" ")[6])
 
 
+def _shares_mm(child: int, parent: int) -> bool:
+    """``kcmp(KCMP_VM)``: whether two tasks use one mm (clone(CLONE_VM), vfork).
+
+    A vanished task shares nothing (ESRCH).
+
+    Raises:
+        OSError: ENOSYS without CONFIG_KCMP or on an architecture missing
+            from ``_NR_KCMP``.
+    """
+    if _NR_KCMP is None:
+        raise OSError(errno.ENOSYS, f"kcmp syscall number unknown on {platform.machine()}")
+    # kcmp returns 0 for "equal", 1 or 2 for an ordering of two different mms.
+    result: int = _libc.syscall(_NR_KCMP, child, parent, KCMP_VM, 0, 0)
+    if result >= 0:
+        return result == 0
+    err = ctypes.get_errno()
+    if err == errno.ESRCH:
+        return False
+    raise OSError(err, os.strerror(err))
+
+
 def _live_threads(tgid: int) -> list[int]:
     """Thread ids of ``tgid`` other than the leader's own."""
     try:
@@ -214,7 +251,7 @@ class VmProcessMemory:
 
     # -- identity ---------------------------------------------------------------
 
-    def track(self, tgid: Tgid, *, forked: bool = False) -> bool:
+    def track(self, tgid: Tgid, *, parent: Tgid | None = None) -> bool:
         """Vouch for ``tgid`` from now on, until it exits or execs.
 
         Call it only where ``tgid`` is known to name the intended process: while
@@ -223,9 +260,15 @@ class VmProcessMemory:
 
         Args:
             tgid: the thread group id.
-            forked: ``tgid`` is a child just seen in a fork event; refuse it if
-                it has already exec'd, so that enablers copied from the parent
-                are never written into the new program.
+            parent: ``tgid`` is a child of ``parent`` just seen in a fork
+                event, about to receive copies of its parent's enablers.
+                Refused if it has already exec'd (the copies must never be
+                written into the new program), and if it shares its parent's
+                mm (vfork, posix_spawn, clone(CLONE_VM)): the kernel shares
+                the enabler list then, the parent's writes already reach that
+                memory, and once the child execs writes through its pid would
+                land in the new program while the shared mm lives on in the
+                parent, invisible to the exec check.
 
         Returns:
             True if this is a process image not tracked before under ``tgid``
@@ -235,8 +278,9 @@ class VmProcessMemory:
 
         Raises:
             ProcessLookupError: (ESRCH) no such process, it exited meanwhile,
-                or, with ``forked``, it has already exec'd.
+                or, with ``parent``, it has exec'd or shares the parent's mm.
             PermissionError: (EPERM/EACCES) no ptrace access to it.
+            OSError: (ENOSYS) with ``parent``, on a kernel without kcmp(2).
         """
         old = self._tracked.get(tgid)
         if old is not None:
@@ -247,7 +291,11 @@ class VmProcessMemory:
         try:
             memfd = self._open_mem(tgid, pidfd)
             try:
-                if forked and not _stat_flags(tgid) & PF_FORKNOEXEC:
+                # kcmp before the flag: a CLONE_VM child that execs between
+                # the two is caught by the flag.
+                if parent is not None and _shares_mm(tgid, parent):
+                    raise ProcessLookupError(errno.ESRCH, f"{tgid} shares the mm of {parent}")
+                if parent is not None and not _stat_flags(tgid) & PF_FORKNOEXEC:
                     raise ProcessLookupError(errno.ESRCH, f"{tgid} has exec'd since its fork")
                 # Everything above looked the number up again; it still named
                 # the pidfd's process only if that process is still alive.
