@@ -45,3 +45,33 @@ def test_errno_table_matches_the_kernel(tracefs: Mount, c_client) -> None:  # ty
     expected = ["write 0 bytes: 0" if line == "write 0 bytes: EFAULT" else line
                 for line in golden]
     assert ours == expected
+
+
+def test_register_from_a_second_thread(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]
+    assert run(c_client("ue_procs"), str(tracefs), "thread").splitlines() == [
+        "thread: bit set", "thread: bit clear"]
+
+
+def test_forked_child_sees_enable_changes(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]
+    out = run(c_client("ue_procs"), str(tracefs), "fork").splitlines()
+    assert sorted(out) == sorted([
+        "parent: bit set", "child: enabled seen", "child: disabled seen",
+        "parent: bit clear, child exit 0"])
+
+
+def test_exiting_processes_leave_no_enablers(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]
+    run(c_client("ue_procs"), str(tracefs), "many", "50")
+    # Exits reach the daemon asynchronously (so do the kernel's own deferred
+    # deletions); the events go once the last enabler is dropped.
+    assert wait_until(lambda: tracefs.read("user_events_status") == "\nActive: 0\nBusy: 0\n")
+
+
+def wait_until(predicate, timeout: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True

@@ -1,0 +1,180 @@
+/*
+ * user_events across threads and processes.
+ *
+ *   ue_procs DIR thread   register from a second thread; enable; bit seen
+ *   ue_procs DIR fork     parent registers, forks; the child sees enable and
+ *                         disable through its own copy of the word
+ *   ue_procs DIR many N   N children each register an event and exit
+ *
+ * Waits for a bit are bounded spins (the kernel updates forked children
+ * asynchronously too); every failure exits non-zero with a message.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct user_reg {
+	uint32_t size;
+	uint8_t enable_bit;
+	uint8_t enable_size;
+	uint16_t flags;
+	uint64_t enable_addr;
+	uint64_t name_args;
+	uint32_t write_index;
+} __attribute__((__packed__));
+
+#define DIAG_IOCSREG _IOWR('*', 0, struct user_reg *)
+
+static const char *dir;
+static volatile uint32_t word;
+
+static void die(const char *what)
+{
+	printf("FAIL %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static int open_data(void)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/user_events_data", dir);
+	int fd = open(path, O_RDWR);
+	if (fd < 0)
+		die("open user_events_data");
+	return fd;
+}
+
+static void reg(int fd, const char *command, volatile uint32_t *addr, int bit)
+{
+	struct user_reg r = {0};
+	r.size = sizeof r;
+	r.enable_bit = bit;
+	r.enable_size = 4;
+	r.enable_addr = (uint64_t)(uintptr_t)addr;
+	r.name_args = (uint64_t)(uintptr_t)command;
+	if (ioctl(fd, DIAG_IOCSREG, &r) != 0)
+		die(command);
+}
+
+static void enable(const char *event, const char *value)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/events/user_events/%s/enable", dir, event);
+	int fd = open(path, O_WRONLY);
+	if (fd < 0 || write(fd, value, 1) != 1)
+		die(path);
+	close(fd);
+}
+
+/* Spin until (*addr & mask) == want, for at most 5 s. */
+static int wait_bit(volatile uint32_t *addr, uint32_t mask, uint32_t want)
+{
+	struct timespec start, now, pause = {0, 1000000};
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		if ((*addr & mask) == want)
+			return 1;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec - start.tv_sec >= 5)
+			return 0;
+		nanosleep(&pause, NULL);
+	}
+}
+
+static void *thread_main(void *arg)
+{
+	reg(*(int *)arg, "thread_test u32 a", &word, 3);
+	return NULL;
+}
+
+static int cmd_thread(void)
+{
+	int fd = open_data();
+	pthread_t t;
+	pthread_create(&t, NULL, thread_main, &fd);
+	pthread_join(t, NULL);
+	enable("thread_test", "1");
+	printf("thread: bit %s\n", word & 8 ? "set" : "clear");
+	enable("thread_test", "0");
+	printf("thread: bit %s\n", word & 8 ? "set" : "clear");
+	return 0;
+}
+
+static int cmd_fork(void)
+{
+	int fd = open_data();
+	int to_child[2], to_parent[2];
+	char c;
+	reg(fd, "fork_test u32 a", &word, 0);
+	if (pipe(to_child) || pipe(to_parent))
+		die("pipe");
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* child: wait for "enabled", check; wait for "disabled", check */
+		if (read(to_child[0], &c, 1) != 1)
+			die("child read");
+		printf("child: enabled %s\n", wait_bit(&word, 1, 1) ? "seen" : "NOT SEEN");
+		fflush(stdout);
+		if (write(to_parent[1], "k", 1) != 1 || read(to_child[0], &c, 1) != 1)
+			die("child sync");
+		printf("child: disabled %s\n", wait_bit(&word, 1, 0) ? "seen" : "NOT SEEN");
+		return 0;
+	}
+	enable("fork_test", "1");
+	printf("parent: bit %s\n", word & 1 ? "set" : "clear");
+	fflush(stdout);
+	if (write(to_child[1], "e", 1) != 1 || read(to_parent[0], &c, 1) != 1)
+		die("parent sync");
+	enable("fork_test", "0");
+	if (write(to_child[1], "d", 1) != 1)
+		die("parent write");
+	int status;
+	waitpid(pid, &status, 0);
+	printf("parent: bit %s, child exit %d\n", word & 1 ? "set" : "clear",
+	       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	return 0;
+}
+
+static int cmd_many(int n)
+{
+	for (int i = 0; i < n; i++) {
+		pid_t pid = fork();
+		if (pid == 0) {
+			char command[64];
+			snprintf(command, sizeof command, "many_%d u32 a", i % 5);
+			reg(open_data(), command, &word, 0);
+			_exit(0);
+		}
+		int status;
+		waitpid(pid, &status, 0);
+		if (!WIFEXITED(status) || WEXITSTATUS(status))
+			die("child failed");
+	}
+	printf("many: %d children registered and exited\n", n);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s DIR thread|fork|many N\n", argv[0]);
+		return 2;
+	}
+	dir = argv[1];
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!strcmp(argv[2], "thread"))
+		return cmd_thread();
+	if (!strcmp(argv[2], "fork"))
+		return cmd_fork();
+	if (!strcmp(argv[2], "many") && argc > 3)
+		return cmd_many(atoi(argv[3]));
+	return 2;
+}
