@@ -174,6 +174,12 @@ def test_memory_read_beyond_one_syscall_of_iovecs(memory: VmProcessMemory) -> No
     assert got == data[7:]
 
 
+def test_memory_unknown_pid_reads_and_writes_nothing(memory: VmProcessMemory,
+                                                     pages: Client) -> None:
+    assert memory.read(Tgid(0x3FFFFFFF), base(pages), 1) == b""
+    assert memory.write(Tgid(0x3FFFFFFF), base(pages), b"\x00") == 0
+
+
 def test_memory_read_zero_bytes(memory: VmProcessMemory, pages: Client) -> None:
     assert memory.read(pages.pid, base(pages), 0) == b""
 

@@ -7,6 +7,8 @@ filters by the pids of our own helpers and waits with a bound.
 from __future__ import annotations
 
 import os
+import struct
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +20,11 @@ from tests.fuse.test_memory import TIMEOUT_S, Client, spawn  # noqa: F401  (fixt
 from tracefs_fuse.engine._memory import Tgid
 from tracefs_fuse.fuse._memory import VmProcessMemory
 from tracefs_fuse.fuse._proc_events import (
+    CN_IDX_PROC,
+    CN_VAL_PROC,
+    NLMSG_DONE,
+    PROC_EVENT_EXEC,
+    PROC_EVENT_NONE,
     EventsLost,
     ExecEvent,
     ExitEvent,
@@ -25,6 +32,7 @@ from tracefs_fuse.fuse._proc_events import (
     ForkEvent,
     ProcConnector,
     ProcEvent,
+    _parse,
 )
 
 
@@ -140,6 +148,31 @@ async def test_connector_overrun_reports_loss_and_recovers(c_client: Callable[[s
         assert isinstance(fork, ForkEvent)
 
 
+async def test_connector_waiter_follows_the_new_subscription(
+        c_client: Callable[[str], Path], spawn: Callable[..., Client]) -> None:
+    with ProcConnector(rcvbuf=16384) as connector:
+        client = spawn(c_client("mem_pages"))
+        seen: list[ProcEvent] = []
+        child: list[int] = []
+
+        async def consume() -> None:
+            async for event in connector:
+                seen.append(event)
+                if isinstance(event, ForkEvent) and child and event.child_pid == child[0]:
+                    return
+
+        with trio.fail_after(TIMEOUT_S):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(consume)
+                await trio.testing.wait_all_tasks_blocked()
+                # Without yielding: overrun, then swap sockets under the waiter.
+                client.ask("forks 400")
+                connector.drain(limit=100_000)
+                assert connector.statistics().overruns >= 1
+                child.append(int(Client.fields(client.ask("fork"))["child"]))
+        assert isinstance(seen[-1], ForkEvent)
+
+
 async def test_connector_close_ends_iteration() -> None:
     connector = ProcConnector()
     seen: list[ProcEvent] = []
@@ -156,6 +189,30 @@ async def test_connector_close_ends_iteration() -> None:
     connector.close()
     with pytest.raises(trio.ClosedResourceError):
         connector.drain()
+
+
+def message(what: int, data: bytes, *, idx: int = CN_IDX_PROC, ack: int = 0,
+            ts: int = 5) -> bytes:
+    """One netlink datagram as cn_proc.c sends it (proc_event is 40 bytes)."""
+    event = struct.pack("=IIQ", what, 0, ts) + data.ljust(24, b"\0")
+    cn = struct.pack("=IIIIHH", idx, CN_VAL_PROC, 0, ack, len(event), 0) + event
+    return struct.pack("=IHHII", 16 + len(cn), NLMSG_DONE, 0, 0, 0) + cn
+
+
+def test_parse_keeps_only_process_events_it_knows() -> None:
+    out: deque[ProcEvent] = deque()
+    datagram = (message(0x200, b"comm")                                  # PROC_EVENT_COMM
+                + message(PROC_EVENT_EXEC, struct.pack("=ii", 7, 7), idx=2)  # not cn_proc
+                + message(PROC_EVENT_NONE, struct.pack("=I", 0), ack=9)      # someone's ack
+                + message(PROC_EVENT_EXEC, struct.pack("=ii", 8, 8)))
+    assert _parse(datagram + datagram[:50], out) is None  # a torn message ends it
+    assert list(out) == [ExecEvent(pid=8, tgid=Tgid(8), timestamp_ns=5)]
+
+
+def test_parse_finds_our_ack_and_its_error() -> None:
+    out: deque[ProcEvent] = deque()
+    assert _parse(message(PROC_EVENT_NONE, struct.pack("=I", 22), ack=43), out, 43) == 22
+    assert not out
 
 
 # -- exit watcher -------------------------------------------------------------------------
