@@ -32,6 +32,7 @@ from tracefs_fuse.fuse._proc_events import (
     ForkEvent,
     ProcConnector,
     ProcEvent,
+    WatcherStatistics,
     _parse,
 )
 
@@ -245,7 +246,7 @@ async def test_exit_watcher_reports_group_exit_not_leader_exit(
         assert await watcher.wait_exited() == [client.pid]
     last = await next_matching(connector, lambda e: isinstance(e, ExitEvent) and e.pid == tid)
     assert isinstance(last, ExitEvent) and not last.is_leader
-    assert watcher.watched() == 0
+    assert watcher.statistics() == WatcherStatistics(watched=0, exits=1)
     assert not memory.is_current(client.pid)
     memory.close()
 
@@ -257,7 +258,7 @@ async def test_exit_watcher_watch_replaces_and_unwatch_forgets(
     try:
         watcher.watch(client.pid, pidfd)
         watcher.watch(client.pid, pidfd)
-        assert watcher.watched() == 1
+        assert watcher.statistics().watched == 1
         watcher.unwatch(client.pid)
         watcher.unwatch(client.pid)
         client.quit()
@@ -282,7 +283,7 @@ async def test_exit_watcher_several_groups(watcher: ExitWatcher,
         while len(gone) < 2:
             gone.update(await watcher.wait_exited())
     assert gone == {clients[0].pid, clients[2].pid}
-    assert watcher.watched() == 1
+    assert watcher.statistics() == WatcherStatistics(watched=1, exits=2)
 
 
 async def test_exit_watcher_close_wakes_a_waiter(watcher: ExitWatcher) -> None:

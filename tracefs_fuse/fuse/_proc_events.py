@@ -40,8 +40,13 @@ Rules:
     LISTEN increments it again.
 
 Caveats:
-  * Needs CAP_NET_ADMIN (to join the multicast group) and the initial user and
-    pid namespaces; otherwise the subscription is refused or never acked.
+  * Needs CAP_NET_ADMIN (to join the multicast group) and the initial user,
+    pid and network namespaces (the connector's kernel socket lives in
+    ``init_net``); otherwise the subscription is refused or never acked.
+  * Events are hints about *numbers*: by the time one is handled, the pid may
+    name a process that exec'd again or a successor. Decide with
+    :meth:`~tracefs_fuse.fuse._memory.VmProcessMemory.is_current`, which
+    looks at the tracked process itself.
   * ``clone(CLONE_PARENT)`` children report the creator's parent as parent;
     ``clone(CLONE_VM)`` without CLONE_THREAD (vfork, posix_spawn) makes a new
     process sharing its parent's mm, reported like any fork.
@@ -169,6 +174,12 @@ class ConnectorStatistics(msgspec.Struct, frozen=True, kw_only=True):
     events: int
     #: ENOBUFS seen, i.e. EventsLost delivered.
     overruns: int
+
+
+class WatcherStatistics(msgspec.Struct, frozen=True, kw_only=True):
+    watched: int
+    #: Thread-group exits reported.
+    exits: int
 
 
 def _subscribe(rcvbuf: int, ack_timeout_s: float, early: deque[ProcEvent]) -> socket.socket:
@@ -396,6 +407,7 @@ class ExitWatcher:
         self._epoll: select.epoll | None = select.epoll()
         self._fds: dict[Tgid, int] = {}
         self._tgids: dict[int, Tgid] = {}
+        self._exits = 0
 
     def watch(self, tgid: Tgid, pidfd: int) -> None:
         """Report when the group behind ``pidfd`` exits; replaces any earlier watch."""
@@ -413,14 +425,15 @@ class ExitWatcher:
             self._poller().unregister(fd)
             os.close(fd)
 
-    def watched(self) -> int:
-        return len(self._fds)
+    def statistics(self) -> WatcherStatistics:
+        return WatcherStatistics(watched=len(self._fds), exits=self._exits)
 
     def exited_nowait(self) -> list[Tgid]:
         """Groups that have exited (now unwatched), without waiting."""
         gone = [self._tgids[fd] for fd, _ in self._poller().poll(0)]
         for tgid in gone:
             self.unwatch(tgid)
+        self._exits += len(gone)
         return gone
 
     async def wait_exited(self) -> list[Tgid]:
