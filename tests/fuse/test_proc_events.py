@@ -297,3 +297,20 @@ async def test_exit_watcher_close_wakes_a_waiter(watcher: ExitWatcher) -> None:
             await trio.testing.wait_all_tasks_blocked()
             watcher.close()
     watcher.close()
+
+
+async def test_exec_event_is_a_hint_decided_by_is_current(
+        connector: ProcConnector, pages: Callable[[], Client]) -> None:
+    memory = VmProcessMemory()
+    client = pages()
+    memory.track(client.pid)
+    assert client.ask("exec") == "exec'd"
+    client.readline()  # the new image's banner: it runs, and could register
+    # The new image registers before its exec event is handled: tracked anew.
+    assert memory.track(client.pid) is True
+    execed = await next_matching(connector, lambda e: isinstance(e, ExecEvent)
+                                 and e.tgid == client.pid)
+    assert isinstance(execed, ExecEvent)
+    # Handling the late event must not drop the new image's state.
+    assert memory.is_current(execed.tgid)
+    memory.close()
