@@ -38,28 +38,30 @@ class Events:
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._buf = b""
-        self.seen: list[str] = []
+        self._unclaimed: list[str] = []  # read, not yet matched by wait_for
 
     def wait_for(self, prefix: str, timeout: float = EVENT_TIMEOUT_S) -> str:
-        """Next line starting with `prefix`; earlier lines are skipped."""
+        """Claim the oldest unclaimed line starting with `prefix`.
+
+        Lines are claimed, not skipped: concurrent clients' events arrive in
+        any order.
+        """
         deadline = time.monotonic() + timeout
         while True:
-            line, sep, rest = self._buf.partition(b"\n")
-            if sep:
-                self._buf = rest
-                self.seen.append(line.decode())
-                if self.seen[-1].startswith(prefix):
-                    return self.seen[-1]
-                continue
+            for i, line in enumerate(self._unclaimed):
+                if line.startswith(prefix):
+                    return self._unclaimed.pop(i)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not select.select([self._fd], [], [],
                                                    remaining)[0]:
-                raise TimeoutError(f"no {prefix!r} event; saw {self.seen}")
+                raise TimeoutError(f"no {prefix!r} event; unclaimed: "
+                                   f"{self._unclaimed}")
             chunk = os.read(self._fd, 4096)
             if not chunk:
-                raise EOFError(f"daemon exited before {prefix!r}; saw "
-                               f"{self.seen}")
-            self._buf += chunk
+                raise EOFError(f"daemon exited before {prefix!r}; unclaimed: "
+                               f"{self._unclaimed}")
+            *lines, self._buf = (self._buf + chunk).split(b"\n")
+            self._unclaimed += [line.decode() for line in lines]
 
     def close(self) -> None:
         os.close(self._fd)
