@@ -28,6 +28,13 @@ Rules:
     zombie without an ``mm``, so the syscalls fail with ESRCH although the
     process lives on; the transfer is then retried through a live thread.
 
+Costs (2-CPU test VM, Python 3.11, best of 9 runs of 2*10^4 calls; quiet
+machine, then in brackets with a load average of 7 from other test runs):
+read 1 byte 3.5 us [7.0] (bare ctypes syscall 2.9 [5.2]); write 1 byte
+6.1 us [11.7], of which pidfd poll 0.4 [0.5] twice and the mm check 1.2
+[2.3]; so an enable-bit read-modify-write costs about 10 us [19.5].
+``track`` of an already tracked group: 5 us under that load.
+
 Remaining races (none can be closed from user space; the kernel holds the
 ``mm`` itself and has none of them):
   * **Exec/exit between check and write.** The checks run before the syscall
