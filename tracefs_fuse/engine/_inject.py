@@ -1,0 +1,324 @@
+"""``events/<system>/<event>/inject``: write ``field=value ...`` to record an event.
+
+Rules:
+  * The parser is ``trace_events_inject.c``'s, quirks included: a field name
+    is ``[A-Za-z0-9_]+`` looked up among the event's fields (last defined
+    first), then ftrace's generic fields, then the common fields (so
+    ``common_pid=1`` works); a number starts with a digit or ``-``, runs over
+    alphanumerics and is parsed by ``kstrtoll``/``kstrtoull`` base 0 (ERANGE
+    when it overflows); a string is quoted with ``'`` or ``"``, a backslash
+    only hides the next character from the quote search (it stays in the
+    string), and must be shorter than 256 bytes. Unnamed fields stay zero.
+  * The record is built the kernel's way: as long as the furthest fixed
+    field plus one NUL byte, dynamic strings appended after it (each with
+    its NUL) and located by ``(len << 16) | offset`` (``__rel_loc``: offset
+    from the end of the field); the header is the writer's (type, 0, 0, pid).
+  * The event need not be enabled: injection reserves directly in the trace
+    array's buffer. When tracing is off, or the record does not fit, nothing
+    is recorded and the write still succeeds, as in the kernel.
+  * Writes of a page or more are EINVAL; reads are EPERM; the file (mode
+    0200) exists for every event that can be enabled.
+
+Caveats (deliberate deviations):
+  * ``comm="x"`` / ``COMM="x"`` is EINVAL. The kernel accepts it and stores a
+    kernel pointer over the record's first eight bytes, its header.
+
+Kernel: kernel/trace/trace_events_inject.c, trace_events_filter.c
+(``filter_assign_type``), trace_events.c (``trace_find_event_field``), 6.12.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+from typing import Callable
+
+import msgspec
+
+from ._errors import TracefsError
+from ._events import TraceEvent
+from ._field import COMMON_FIELDS, TRACE_ENTRY, Field
+from ._task import Task
+from ._trace_array import TraceArray
+from ._tree import File, Node, OpenFile
+
+#: inject is write-only for its owner.
+INJECT_MODE = 0o200
+#: ``cnt >= PAGE_SIZE`` is refused.
+PAGE_SIZE = 4096
+#: MAX_FILTER_STR_VAL: a quoted string must be shorter.
+MAX_FILTER_STR_VAL = 256
+# lib/ctype.c classes over Latin-1 (isalnum counts the accented letters).
+_SPACE = frozenset(" \t\n\v\f\r\xa0")
+_DIGITS = frozenset("0123456789")
+_ALNUM = _DIGITS | frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    + "".join(chr(c) for c in range(192, 256) if c not in (215, 247)))
+
+
+class FilterType(enum.Enum):
+    """The ``FILTER_*`` kinds that decide how a value is stored."""
+
+    OTHER = "other"
+    STATIC_STRING = "static_string"
+    DYN_STRING = "dyn_string"
+    RDYN_STRING = "rdyn_string"
+    PTR_STRING = "ptr_string"
+    CPU = "cpu"
+    COMM = "comm"
+    STACKTRACE = "stacktrace"
+
+    @property
+    def is_string(self) -> bool:
+        """``is_string_field``."""
+        return self in _STRING_TYPES
+
+
+_STRING_TYPES = frozenset({FilterType.STATIC_STRING, FilterType.DYN_STRING,
+                           FilterType.RDYN_STRING, FilterType.PTR_STRING, FilterType.COMM})
+
+
+def filter_assign_type(type_: str) -> FilterType:
+    """``filter_assign_type``: a field's filter type from its C type."""
+    if "__data_loc" in type_ and "char" in type_:
+        return FilterType.DYN_STRING
+    if "__rel_loc" in type_ and "char" in type_:
+        return FilterType.RDYN_STRING
+    if "[" in type_ and "char" in type_:
+        return FilterType.STATIC_STRING
+    if type_ in ("char *", "const char *"):
+        return FilterType.PTR_STRING
+    return FilterType.OTHER
+
+
+class InjectField(msgspec.Struct, frozen=True):
+    """What the parser needs of a field: where, how big, how to store."""
+
+    name: str
+    offset: int
+    size: int
+    is_signed: bool
+    filter_type: FilterType
+
+
+def _from_field(field: Field) -> InjectField:
+    return InjectField(field.name, field.offset, field.size, field.is_signed,
+                       filter_assign_type(field.type))
+
+
+# trace_define_generic_fields(): offset 0, size 0.
+_GENERIC_FIELDS = tuple(InjectField(name, 0, 0, True, kind) for name, kind in (
+    ("CPU", FilterType.CPU), ("cpu", FilterType.CPU), ("common_cpu", FilterType.CPU),
+    ("COMM", FilterType.COMM), ("comm", FilterType.COMM),
+    ("stacktrace", FilterType.STACKTRACE), ("STACKTRACE", FilterType.STACKTRACE)))
+_COMMON_FIELDS = tuple(_from_field(f) for f in COMMON_FIELDS)
+
+
+def find_field(event: TraceEvent, name: str) -> InjectField | None:
+    """``trace_find_event_field``: the event's own (newest first), generic, common."""
+    for field in reversed(event.fields):  # list_add() puts later fields first
+        if field.name == name:
+            return _from_field(field)
+    for candidate in _GENERIC_FIELDS + _COMMON_FIELDS:
+        if candidate.name == name:
+            return candidate
+    return None
+
+
+def _kstrtoull(text: str) -> int:
+    """``kstrtoull(text, 0)``: ERANGE for overflow (checked first), else EINVAL if malformed."""
+    base = 10
+    if text[:1] == "0":
+        # _parse_integer_fixup_radix: "0x" needs a hex digit after it.
+        base = 16 if text[1:2] in ("x", "X") and text[2:3] in _XDIGITS and text[2:3] else 8
+    digits = text[2:] if base == 16 else text
+    value = 0
+    count = 0
+    for char in digits:
+        digit = "0123456789abcdef".find(char.lower())
+        if digit < 0 or digit >= base:
+            break
+        value = value * base + digit
+        count += 1
+    if value >> 64:
+        raise TracefsError(errno.ERANGE, f"out of range: {text!r}")
+    if count == 0 or count != len(digits):
+        raise TracefsError(errno.EINVAL, f"not a number: {text!r}")
+    return value
+
+
+_XDIGITS = frozenset("0123456789abcdefABCDEF")
+
+
+def _kstrtoll(text: str) -> int:
+    """``kstrtoll(text, 0)``."""
+    if text.startswith("-"):
+        magnitude = _kstrtoull(text[1:])
+        if magnitude > 1 << 63:
+            raise TracefsError(errno.ERANGE, "number out of range")
+        return -magnitude
+    value = _kstrtoull(text)
+    if value >> 63:
+        raise TracefsError(errno.ERANGE, "number out of range")
+    return value
+
+
+def _parse_field(text: str, pos: int, event: TraceEvent) -> tuple[InjectField, int | str, int]:
+    """``parse_field`` at ``pos``: the field, its value, and where parsing stopped.
+
+    Raises:
+        TracefsError: EINVAL for malformed text, ENOENT for an unknown field,
+            ERANGE for a number that does not fit 64 bits.
+    """
+    i = pos
+    while i < len(text) and text[i] in _SPACE:
+        i += 1
+    start = i
+    while i < len(text) and (text[i] in _ALNUM or text[i] == "_"):
+        i += 1
+    if i == start:
+        raise TracefsError(errno.EINVAL, "no field name")
+    field = find_field(event, text[start:i])
+    if field is None:
+        raise TracefsError(errno.ENOENT, f"no field {text[start:i]!r}")
+    while i < len(text) and text[i] in _SPACE:
+        i += 1
+    if text[i:i + 1] != "=":
+        raise TracefsError(errno.EINVAL, "expected '='")
+    i += 1
+    while i < len(text) and text[i] in _SPACE:
+        i += 1
+    start = i
+    first = text[i:i + 1]
+    if first and (first in _DIGITS or first == "-"):
+        if field.filter_type.is_string:
+            raise TracefsError(errno.EINVAL, f"{field.name} takes a string")
+        if first == "-":
+            i += 1
+        while i < len(text) and text[i] in _ALNUM:  # "We allow 0xDEADBEEF"
+            i += 1
+        if i < len(text) and text[i] not in _SPACE:
+            raise TracefsError(errno.EINVAL, "junk after a number")
+        number = text[start:i]
+        value = _kstrtoll(number) if field.is_signed else _kstrtoull(number)
+        return field, value, i
+    if first in ("'", '"'):
+        if not field.filter_type.is_string:
+            raise TracefsError(errno.EINVAL, f"{field.name} takes a number")
+        i += 1
+        while i < len(text):
+            if text[i] == "\\" and i + 1 < len(text):
+                i += 2
+                continue
+            if text[i] == first:
+                break
+            i += 1
+        if i >= len(text):
+            raise TracefsError(errno.EINVAL, "unterminated string")
+        string = text[start + 1:i]
+        if len(string) >= MAX_FILTER_STR_VAL:
+            raise TracefsError(errno.EINVAL, "string too long")
+        return field, string, i + 1
+    raise TracefsError(errno.EINVAL, "expected a number or a quoted string")
+
+
+def _entry_size(event: TraceEvent) -> int:
+    """``trace_get_entry_size``: the end of the furthest field (common ones aside)."""
+    return max((f.offset + f.size for f in event.fields), default=0)
+
+
+def parse_entry(event: TraceEvent, text: str, task: Task) -> bytes:
+    """``parse_entry``: the record ``text`` describes.
+
+    Raises:
+        TracefsError: EINVAL, ENOENT or ERANGE as :func:`_parse_field`; EINVAL
+            for a number into a field that is not 1, 2, 4 or 8 bytes.
+    """
+    fixed = _entry_size(event)
+    # kzalloc(entry_size + 1): "We need an extra '\0' at the end."
+    entry = bytearray(fixed + 1)
+    for field in event.fields:
+        kind = filter_assign_type(field.type)
+        if kind in (FilterType.DYN_STRING, FilterType.RDYN_STRING):
+            loc = fixed & 0xFFFF
+            if kind is FilterType.RDYN_STRING:
+                loc -= field.offset + field.size
+            entry[field.offset:field.offset + 4] = (loc & 0xFFFFFFFF).to_bytes(4, "little")
+    entry[:TRACE_ENTRY.size] = TRACE_ENTRY.pack(event.id, 0, 0, task.pid)[:len(entry)]
+    pos = 0
+    while pos < len(text):
+        field, value, pos = _parse_field(text, pos, event)
+        _store(entry, field, value)
+    return bytes(entry)
+
+
+def _store(entry: bytearray, field: InjectField, value: int | str) -> None:
+    at = field.offset
+    if isinstance(value, str):
+        raw = value.encode("latin-1")
+        kind = field.filter_type
+        if kind is FilterType.STATIC_STRING:
+            if field.size:  # strscpy(dst, s, size): size - 1 bytes and a NUL
+                text = raw[:field.size - 1] + b"\0"
+                entry[at:at + len(text)] = text
+        elif kind in (FilterType.DYN_STRING, FilterType.RDYN_STRING):
+            loc = len(entry) & 0xFFFF
+            entry += raw + b"\0"
+            if kind is FilterType.RDYN_STRING:
+                loc -= at + field.size
+            entry[at:at + 4] = (((len(raw) + 1) << 16 | loc) & 0xFFFFFFFF).to_bytes(4, "little")
+        else:
+            raise TracefsError(errno.EINVAL, f"{field.name} cannot be injected")
+        return
+    if field.size not in (1, 2, 4, 8):
+        raise TracefsError(errno.EINVAL, f"{field.name} is {field.size} bytes")
+    entry[at:at + field.size] = (value & ((1 << (8 * field.size)) - 1)).to_bytes(
+        field.size, "little")
+
+
+def _c_text(data: bytes) -> str:
+    """``memdup_user_nul`` then ``strim``: the text up to a NUL, trimmed."""
+    text = data.split(b"\0", 1)[0].decode("latin-1")
+    return text.strip("".join(_SPACE))
+
+
+class InjectFile(OpenFile):
+    """An open ``inject``: write-only (a read is EPERM)."""
+
+    def __init__(self, event: TraceEvent, trace_array: TraceArray) -> None:
+        self.event = event
+        self.trace_array = trace_array
+
+    def read(self, offset: int, size: int) -> bytes:
+        raise TracefsError(errno.EPERM, "inject cannot be read")
+
+    def write(self, data: bytes, offset: int, task: Task) -> int:
+        """``event_inject_write``.
+
+        Raises:
+            TracefsError: EINVAL for a page or more, ENODEV once the event is
+                gone, else what :func:`parse_entry` raises.
+        """
+        if len(data) >= PAGE_SIZE:
+            raise TracefsError(errno.EINVAL, "inject writes must be shorter than a page")
+        text = _c_text(data)
+        tr = self.trace_array
+        if tr.events.by_id(self.event.id) is not self.event:
+            raise TracefsError(errno.ENODEV, f"{self.event.system}:{self.event.name} was removed")
+        entry = parse_entry(self.event, text, task)
+        if tr.can_record(len(entry)):
+            tr.record(entry, task)
+        return len(data)
+
+
+def inject_node(event: TraceEvent, trace_array: TraceArray) -> File:
+    return File("inject", INJECT_MODE, lambda flags, task: InjectFile(event, trace_array))
+
+
+def inject_files(trace_array: TraceArray) -> Callable[[TraceEvent], list[Node]]:
+    """``EventsDir(extra_files=...)``: ``inject`` for events with a ``reg`` (enableable)."""
+
+    def files(event: TraceEvent) -> list[Node]:
+        return [inject_node(event, trace_array)] if event.enableable else []
+
+    return files
