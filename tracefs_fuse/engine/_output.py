@@ -1,0 +1,548 @@
+"""The text trace files: ``trace``, ``trace_pipe`` and their ``per_cpu/cpuN`` twins.
+
+Rules:
+  * A line is what ``print_trace_line`` prints with the default options:
+    ``CPU:%d [LOST %lu EVENTS]`` first if events were lost, the context
+    ``"%16s-%-7d [%03d] "`` plus five flag characters and the time stamp,
+    then the event's own text (:func:`print_event`), or
+    ``Unknown type %d`` for an id no event has. Everything is written into a
+    :class:`~._print_fields.TraceSeq`, so over-long lines are cut like the
+    kernel's (an event that cannot fit ends in ``[LINE TOO BIG]`` only when
+    that marker still fits; measured on 6.18: it usually does not).
+  * ``trace`` (:class:`TraceFile`) is a seq_file over a non-consuming
+    iterator: a header with ``entries-in-buffer/entries-written`` for the
+    whole buffer (also in ``per_cpu/cpuN/trace``), then one record per line;
+    each read returns the whole lines that fit the seq_file buffer (4 KiB,
+    doubled for a line that does not fit), like ``seq_read_iter``, so read
+    sizes match the kernel's. Opening it with O_TRUNC for writing clears the
+    buffer (one CPU for ``per_cpu/cpuN/trace``); writes are accepted and
+    ignored.
+  * ``trace_pipe`` (:class:`TracePipe`) consumes: each read formats whole
+    lines until the read size is reached, consuming each record as it is
+    formatted, and keeps what did not fit for the next reads
+    (``tracing_read_pipe``). Empty means :class:`~._errors.WouldBlock`. One
+    reader at a time per CPU (EBUSY), as since 6.6.
+  * The event's text (:func:`print_event`): ftrace's own events by their
+    fixed type, an event kind with its own ``print_trace`` (synthetic
+    events, :class:`PrintsTrace`), else the fields printer user events use.
+
+Kernel: kernel/trace/trace.c (``s_show``, ``s_start``, ``s_next``,
+``print_trace_line``, ``print_trace_fmt``, ``test_cpu_buff_start``,
+``print_func_help_header_irq``, ``print_event_info``, ``tracing_open``,
+``__tracing_open``, ``tracing_open_pipe``, ``open_pipe_on_cpu``,
+``tracing_read_pipe``), kernel/trace/trace_output.c (``trace_print_context``,
+``trace_print_lat_fmt``, ``trace_print_time``, ``seq_print_ip_sym``,
+``trace_print_print``, ``trace_raw_data``), fs/seq_file.c
+(``seq_read_iter``), Linux 6.18.
+"""
+
+from __future__ import annotations
+
+import errno
+import os  # open-flag constants only
+import struct
+from typing import Callable, Iterator, Protocol, runtime_checkable
+
+import msgspec
+
+from ._clock import ns2usecs
+from ._errors import TracefsError, WouldBlock
+from ._events import EventTable, TraceEvent
+from ._field import TRACE_ENTRY
+from ._ftrace_events import TRACE_PRINT, TRACE_RAW_DATA, FtraceEvent
+from ._page import PAGE_SIZE
+from ._print_fields import TRACE_SEQ_BUFFER_SIZE, TraceSeq, print_event_fields
+from ._ringbuf import RingBuffer, TraceIterator, TraceRecord
+from ._task import Task
+from ._trace_array import SavedCmdlines, TraceArray
+from ._tree import TRACE_MODE_READ, TRACE_MODE_WRITE, File, FileKind, OpenFile
+
+#: The only tracer there is.
+TRACER_NAME = "nop"
+
+# enum trace_flag_type (include/linux/trace_events.h, 6.13+: bit 1 became
+# NEED_RESCHED_LAZY when IRQS_NOSUPPORT went away).
+TRACE_FLAG_IRQS_OFF = 0x01
+TRACE_FLAG_NEED_RESCHED_LAZY = 0x02
+TRACE_FLAG_NEED_RESCHED = 0x04
+TRACE_FLAG_HARDIRQ = 0x08
+TRACE_FLAG_SOFTIRQ = 0x10
+TRACE_FLAG_PREEMPT_RESCHED = 0x20
+TRACE_FLAG_NMI = 0x40
+TRACE_FLAG_BH_OFF = 0x80
+
+# trace_print_lat_fmt()'s need-resched column, by the three resched bits.
+_NEED_RESCHED_CHAR = {
+    TRACE_FLAG_NEED_RESCHED | TRACE_FLAG_NEED_RESCHED_LAZY | TRACE_FLAG_PREEMPT_RESCHED: "B",
+    TRACE_FLAG_NEED_RESCHED | TRACE_FLAG_PREEMPT_RESCHED: "N",
+    TRACE_FLAG_NEED_RESCHED_LAZY | TRACE_FLAG_PREEMPT_RESCHED: "L",
+    TRACE_FLAG_NEED_RESCHED | TRACE_FLAG_NEED_RESCHED_LAZY: "b",
+    TRACE_FLAG_NEED_RESCHED: "n",
+    TRACE_FLAG_NEED_RESCHED_LAZY: "l",
+    TRACE_FLAG_PREEMPT_RESCHED: "p",
+}
+_RESCHED_BITS = TRACE_FLAG_NEED_RESCHED | TRACE_FLAG_NEED_RESCHED_LAZY | TRACE_FLAG_PREEMPT_RESCHED
+
+#: The name of a kernel address as ``%ps`` would print it, or None if unknown.
+SymbolLookup = Callable[[int], "str | None"]
+#: ``trace_event_functions.trace``: writes an entry's text after the context.
+EventPrinter = Callable[[TraceSeq, TraceEvent, bytes, SymbolLookup], None]
+
+_IP = struct.Struct("<Q")
+_ID = struct.Struct("<I")
+
+
+class OutputOptions(msgspec.Struct, frozen=True):
+    """The ``trace_options`` that change the text (defaults as at boot)."""
+
+    #: ``irq-info``: the five flag columns and their help block.
+    irq_info: bool = True
+    #: ``record-tgid``: a ``(%7d)`` tgid column.
+    record_tgid: bool = False
+
+
+DEFAULT_OPTIONS = OutputOptions()
+
+
+def marker_symbols(marker_ip: int) -> SymbolLookup:
+    """The one kernel symbol the engine's records name: ``trace_marker``'s writer."""
+    return lambda ip: "tracing_mark_write" if ip == marker_ip else None
+
+
+# -- event printers ---------------------------------------------------------------------
+
+
+def print_print_entry(seq: TraceSeq, event: TraceEvent, data: bytes, ksym: SymbolLookup) -> None:
+    """``trace_print_print``: ``tracing_mark_write: <buf up to its NUL>``.
+
+    ``seq_print_ip_sym`` prints ``0`` for ip 0 before any lookup; we look up
+    first, because our marker records carry 0 when the host hides kallsyms
+    and must still read ``tracing_mark_write``.
+    """
+    (ip,) = _IP.unpack_from(data, TRACE_ENTRY.size)
+    name = ksym(ip)
+    if name:
+        seq.puts(name)
+    elif ip == 0:
+        seq.puts("0")
+    else:
+        seq.puts(f"0x{ip:08x}")
+    buf = data[TRACE_ENTRY.size + _IP.size:]
+    nul = buf.find(0)
+    seq.puts(": " + (buf if nul < 0 else buf[:nul]).decode("latin-1"))
+
+
+def print_raw_data(seq: TraceSeq, event: TraceEvent, data: bytes, ksym: SymbolLookup) -> None:
+    """``trace_raw_data``: ``# <id> buf:`` and every byte to the event's end.
+
+    The bytes run to ``iter->ent_size``, so the padding to 4 bytes shows.
+    """
+    (raw_id,) = _ID.unpack_from(data, TRACE_ENTRY.size)
+    seq.puts(f"# {raw_id:x} buf:")
+    for byte in data[TRACE_ENTRY.size + _ID.size:]:
+        seq.puts(f" {byte:02x}")
+    seq.puts("\n")
+
+
+#: ftrace's own events print by their fixed type (register_trace_event()).
+_FTRACE_PRINTERS: dict[int, EventPrinter] = {
+    TRACE_PRINT: print_print_entry,
+    TRACE_RAW_DATA: print_raw_data,
+}
+
+
+@runtime_checkable
+class PrintsTrace(Protocol):
+    """An event kind with its own ``trace_event_functions.trace`` (synthetic events)."""
+
+    def print_trace(self, entry: bytes) -> str:
+        """The text after the line's context: ``name: ...`` and the newline."""
+        ...
+
+
+def print_event(seq: TraceSeq, event: TraceEvent, data: bytes, ksym: SymbolLookup) -> None:
+    """``event->funcs->trace``: ftrace's printers by type, an event's own, or its fields.
+
+    An event's own ``print_trace`` text goes in as one piece: if it does not
+    fit, the line ends in ``[LINE TOO BIG]`` instead of being cut mid-way.
+    """
+    if isinstance(event, FtraceEvent) and event.id in _FTRACE_PRINTERS:
+        _FTRACE_PRINTERS[event.id](seq, event, data, ksym)
+    elif isinstance(event, PrintsTrace):
+        seq.puts(event.print_trace(data))
+    else:
+        # user_event_print_trace()
+        print_event_fields(seq, event.name, event.fields, data)
+
+
+# -- lines --------------------------------------------------------------------------------
+
+
+def lat_fmt(flags: int, preempt_count: int) -> str:
+    """``trace_print_lat_fmt``: irqs, need-resched, hard/softirq, preempt, migrate."""
+    nmi = flags & TRACE_FLAG_NMI
+    hardirq = flags & TRACE_FLAG_HARDIRQ
+    softirq = flags & TRACE_FLAG_SOFTIRQ
+    bh_off = flags & TRACE_FLAG_BH_OFF
+    irqs_off = flags & TRACE_FLAG_IRQS_OFF
+    irqs = "D" if irqs_off and bh_off else "d" if irqs_off else "b" if bh_off else "."
+    resched = _NEED_RESCHED_CHAR.get(flags & _RESCHED_BITS, ".")
+    context = ("Z" if nmi and hardirq else "z" if nmi else "H" if hardirq and softirq
+               else "h" if hardirq else "s" if softirq else ".")
+    depth = f"{preempt_count & 0xF:x}" if preempt_count & 0xF else "."
+    migrate = f"{preempt_count >> 4:x}" if preempt_count & 0xF0 else "."
+    return irqs + resched + context + depth + migrate
+
+
+def print_time(ts: int, in_ns: bool) -> str:
+    """``trace_print_time``: `` %5lu.%06lu`` seconds for ns clocks, `` %12llu`` raw."""
+    if in_ns:
+        usecs = ns2usecs(ts)
+        return f" {usecs // 1_000_000:5d}.{usecs % 1_000_000:06d}"
+    return f" {ts:12d}"
+
+
+class LinePrinter:
+    """What one open text file needs to print lines (a ``trace_iterator``).
+
+    Args:
+        events: the event table ids resolve in.
+        cmdlines: saved comms and tgids.
+        in_ns: the clock's ``in_ns`` when the file was opened
+            (``TRACE_FILE_TIME_IN_NS``).
+        options: the current ``trace_options``, read at every line.
+        ksym: kernel symbol names.
+    """
+
+    def __init__(self, events: EventTable, cmdlines: SavedCmdlines, *, in_ns: bool,
+                 options: Callable[[], OutputOptions], ksym: SymbolLookup) -> None:
+        self.events = events
+        self.cmdlines = cmdlines
+        self.in_ns = in_ns
+        self.options = options
+        self.ksym = ksym
+
+    def print_line(self, seq: TraceSeq, record: TraceRecord, lost_events: int = 0) -> None:
+        """``print_trace_line`` with the default output format."""
+        if lost_events:
+            seq.puts(f"CPU:{record.cpu} [LOST {lost_events} EVENTS]\n")
+        data = record.data
+        type_, flags, preempt_count, pid = TRACE_ENTRY.unpack_from(data)
+        options = self.options()
+        # trace_print_context()
+        seq.puts(f"{self.cmdlines.comm(pid):>16}-{pid:<7d} ")
+        if options.record_tgid:
+            tgid = self.cmdlines.tgids.get(pid, 0)
+            seq.puts(f"({tgid:7d}) " if tgid else "(-------) ")
+        seq.puts(f"[{record.cpu:03d}] ")
+        if options.irq_info:
+            seq.puts(lat_fmt(flags, preempt_count))
+        seq.puts(print_time(record.ts, self.in_ns))
+        seq.puts(": ")
+        if seq.full:
+            return
+        event = self.events.by_id(type_)
+        if event is None:
+            seq.puts(f"Unknown type {type_}\n")
+            return
+        print_event(seq, event, data, self.ksym)
+
+
+def render_header(totals: tuple[int, int], nr_cpus: int, options: OutputOptions) -> str:
+    """The ``trace`` header: tracer, entry counts, the column help.
+
+    ``print_func_help_header_irq`` (or ``print_func_help_header`` without
+    ``irq-info``); ``record-tgid`` moves the help block 10 columns right.
+    """
+    entries, total = totals
+    text = (f"# tracer: {TRACER_NAME}\n#\n"
+            f"# entries-in-buffer/entries-written: {entries}/{total}   #P:{nr_cpus}\n#\n")
+    tgid = options.record_tgid
+    if not options.irq_info:
+        return text + (
+            f"#           TASK-PID    {'   TGID   ' if tgid else ''} CPU#     TIMESTAMP  FUNCTION\n"
+            f"#              | |      {'     |    ' if tgid else ''}   |         |         |\n")
+    pad = " " * (12 if tgid else 2)
+    return text + (
+        f"#                            {pad}  _-----=> irqs-off/BH-disabled\n"
+        f"#                            {pad} / _----=> need-resched\n"
+        f"#                            {pad}| / _---=> hardirq/softirq\n"
+        f"#                            {pad}|| / _--=> preempt-depth\n"
+        f"#                            {pad}||| / _-=> migrate-disable\n"
+        f"#                            {pad}|||| /     delay\n"
+        f"#           TASK-PID  {'     TGID   ' if tgid else '  '} CPU#  |||||  TIMESTAMP  FUNCTION\n"
+        f"#              | |    {'       |    ' if tgid else '  '}   |   |||||     |         |\n")
+
+
+# -- the open files ---------------------------------------------------------------------
+
+
+class TraceFile(OpenFile):
+    """One open ``trace`` or ``per_cpu/cpuN/trace`` (a seq_file over an iterator).
+
+    Args:
+        output: the trace array's text files.
+        cpu: the CPU of a per-CPU file, None for all.
+        readable: opened for reading (writers get no iterator).
+    """
+
+    kind = FileKind.TEXT
+
+    def __init__(self, output: TraceOutput, cpu: int | None, readable: bool) -> None:
+        self._output = output
+        self._cpu = cpu
+        buffer = output.buffer
+        self._lines = output.line_printer(buffer)
+        # TRACE_FILE_ANNOTATE: mark where each CPU's data starts if the
+        # buffer lost events before the open.
+        self._annotate = any(cpu_buffer.overrun for cpu_buffer in buffer.cpus)
+        #: CPUs already shown (``iter->started``; kept across restarts).
+        self._started: set[int] = set()
+        self._iterator: TraceIterator | None = None
+        self._records: Iterator[str] = iter(())
+        #: The record at the cursor, formatted but not yet delivered.
+        self._current: str | None = None
+        #: Bytes of a delivered record that did not fit the last read (``m->buf``).
+        self._pending = b""
+        #: The seq_file buffer size (``m->size``): grows for big records.
+        self._buf_size = PAGE_SIZE
+        self._read_pos = 0
+        if readable:
+            self._restart()
+
+    def _restart(self) -> None:
+        """``s_start`` at position 0: the iterators go back to the oldest event."""
+        if self._iterator is not None:
+            self._iterator.close()
+        self._iterator = self._output.buffer.open_iterator(self._cpu)
+        self._records = self._generate(self._iterator)
+        self._current = None
+        self._pending = b""
+        self._read_pos = 0
+
+    def _generate(self, iterator: TraceIterator) -> Iterator[str]:
+        """The seq_file records: the header, then one ``s_show`` per entry."""
+        output = self._output
+        yield render_header(output.total_entries(), output.nr_cpus, output.options())
+        for idx, record in enumerate(iterator):
+            seq = TraceSeq()
+            # test_cpu_buff_start(): not for the first two entries (idx > 1).
+            if self._annotate and record.cpu not in self._started:
+                self._started.add(record.cpu)
+                if idx > 1:
+                    seq.puts(f"##### CPU {record.cpu} buffer started ####\n")
+            self._lines.print_line(seq, record)
+            if seq.full:
+                seq.full = False
+                seq.puts("[LINE TOO BIG]\n")
+            yield seq.text()
+
+    def _peek(self) -> str | None:
+        if self._current is None:
+            self._current = next(self._records, None)
+        return self._current
+
+    def read(self, offset: int, size: int) -> bytes:
+        """``seq_read_iter``: whole records that fit, the rest on the next read.
+
+        A read at another offset than where the last one ended starts over
+        (``traverse``): a new header, the oldest event again.
+        """
+        if offset != self._read_pos:
+            self._restart()
+            while self._read_pos < offset:
+                if not self._read(offset - self._read_pos):
+                    break
+        return self._read(size)
+
+    def _read(self, size: int) -> bytes:
+        if not size:
+            return b""
+        out = self._pending[:size]
+        self._pending = self._pending[len(out):]
+        if not self._pending:
+            out += self._fill(size - len(out))
+        self._read_pos += len(out)
+        return out
+
+    def _fill(self, room: int) -> bytes:
+        """The records one ``seq_read_iter`` call produces after its flush."""
+        first = self._peek()
+        if first is None or not room:
+            return b""
+        buf = first.encode("latin-1")
+        while len(buf) >= self._buf_size:  # "need a bigger buffer"
+            self._buf_size <<= 1
+        self._current = None
+        while len(buf) < room:
+            record = self._peek()
+            if record is None:
+                break
+            text = record.encode("latin-1")
+            if len(buf) + len(text) >= self._buf_size:
+                break  # seq_file overflow: shown again by the next read
+            buf += text
+            self._current = None
+        self._pending = buf[room:]
+        return buf[:room]
+
+    def write(self, data: bytes, offset: int, task: Task) -> int:
+        """``tracing_write_stub``: accepted and ignored."""
+        return len(data)
+
+    def release(self) -> None:
+        """``ring_buffer_read_finish``: the buffer may be resized again."""
+        if self._iterator is not None:
+            self._iterator.close()
+            self._iterator = None
+
+
+class TracePipe(OpenFile):
+    """One open ``trace_pipe`` or ``per_cpu/cpuN/trace_pipe``: consuming reads.
+
+    Holds its CPU's reader slot until released.
+    """
+
+    kind = FileKind.PIPE
+
+    def __init__(self, output: TraceOutput, cpu: int | None) -> None:
+        self._output = output
+        self._cpu = cpu
+        self._lines = output.line_printer(output.buffer)
+        #: Formatted text not yet read (``iter->seq``) and how much was read.
+        self._text = b""
+        self._readpos = 0
+        self._released = False
+
+    def read(self, offset: int, size: int) -> bytes:
+        """``tracing_read_pipe``: lines formatted and consumed until ``size``.
+
+        The first read of a batch formats whole lines, consuming each record,
+        until the text reaches ``size`` (at most 8155 bytes); what does not
+        fit is returned by the following reads, alone. A line that does not
+        fit after others is left in the buffer for the next batch; one that
+        does not fit at all is cut and consumed.
+
+        Raises:
+            WouldBlock: nothing to read (the kernel sleeps, or EAGAIN).
+        """
+        if not size:
+            return b""
+        if self._readpos < len(self._text):
+            chunk = self._text[self._readpos:self._readpos + size]
+            self._readpos += len(chunk)
+            return chunk
+        buffer = self._output.buffer
+        count = min(size, TRACE_SEQ_BUFFER_SIZE - 1)
+        while True:
+            seq = TraceSeq()
+            consumed = False
+            while (record := buffer.peek(self._cpu)) is not None:
+                save_len = seq.len
+                self._lines.print_line(seq, record, record.lost_events)
+                if seq.full:
+                    if save_len == 0:
+                        # One line fills the whole sequence: consume it cut.
+                        seq.full = False
+                        seq.puts("[LINE TOO BIG]\n")
+                        buffer.consume_nowait(self._cpu)
+                        consumed = True
+                    else:
+                        seq.truncate(save_len)  # no partial lines: it waits
+                    break
+                buffer.consume_nowait(self._cpu)
+                consumed = True
+                if seq.len >= count:
+                    break
+            text = seq.text().encode("latin-1")
+            if text:
+                self._text = text
+                self._readpos = min(count, len(text))
+                return text[:count]
+            if not consumed:
+                raise WouldBlock("trace_pipe is empty")
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._output.close_pipe(self._cpu)
+
+
+class TraceOutput:
+    """The text files of one trace array, and which CPUs have a pipe reader.
+
+    Args:
+        trace_array: whose buffer, events and saved comms the files show.
+        nr_cpus: ``#P`` of the header (online CPUs).
+        ksym: names of kernel addresses in records (the marker's ``ip``).
+        options: the current ``trace_options``.
+    """
+
+    def __init__(self, trace_array: TraceArray, *, nr_cpus: int,
+                 ksym: SymbolLookup = lambda ip: None,
+                 options: Callable[[], OutputOptions] = lambda: DEFAULT_OPTIONS) -> None:
+        self.trace_array = trace_array
+        self.nr_cpus = nr_cpus
+        self.ksym = ksym
+        self.options = options
+        #: ``tr->pipe_cpumask``.
+        self._pipe_cpus: set[int] = set()
+
+    @property
+    def buffer(self) -> RingBuffer:
+        buffer = self.trace_array.buffer
+        assert isinstance(buffer, RingBuffer)
+        return buffer
+
+    def total_entries(self) -> tuple[int, int]:
+        """``get_total_entries`` of the whole buffer: (entries, entries + overruns)."""
+        totals = self.buffer.get_total_entries()
+        return totals.entries, totals.total
+
+    def line_printer(self, buffer: RingBuffer) -> LinePrinter:
+        return LinePrinter(self.trace_array.events, self.trace_array.cmdlines,
+                           in_ns=buffer.clock.in_ns, options=self.options, ksym=self.ksym)
+
+    # -- trace ------------------------------------------------------------------------------
+
+    def open_trace(self, flags: int, cpu: int | None = None) -> TraceFile:
+        """``tracing_open``: O_TRUNC with write access clears first."""
+        access = flags & os.O_ACCMODE
+        if flags & os.O_TRUNC and access != os.O_RDONLY:
+            self.buffer.reset(cpu)
+        return TraceFile(self, cpu, readable=access != os.O_WRONLY)
+
+    def trace_node(self, cpu: int | None = None) -> File:
+        """``trace``, or ``per_cpu/cpu<cpu>/trace``."""
+        return File("trace", TRACE_MODE_WRITE, lambda flags, task: self.open_trace(flags, cpu))
+
+    # -- trace_pipe -------------------------------------------------------------------------
+
+    def open_pipe(self, cpu: int | None = None) -> TracePipe:
+        """``tracing_open_pipe``: one reader per CPU (``open_pipe_on_cpu``).
+
+        Raises:
+            TracefsError: EBUSY while the CPU (or any, for the all-CPU file)
+                already has a pipe open.
+        """
+        if cpu is None:
+            if self._pipe_cpus:
+                raise TracefsError(errno.EBUSY, "trace_pipe is open")
+            self._pipe_cpus = set(range(self.nr_cpus))
+        else:
+            if cpu in self._pipe_cpus:
+                raise TracefsError(errno.EBUSY, f"trace_pipe of cpu{cpu} is open")
+            self._pipe_cpus.add(cpu)
+        return TracePipe(self, cpu)
+
+    def close_pipe(self, cpu: int | None) -> None:
+        """``close_pipe_on_cpu``."""
+        if cpu is None:
+            self._pipe_cpus.clear()
+        else:
+            self._pipe_cpus.discard(cpu)
+
+    def trace_pipe_node(self, cpu: int | None = None) -> File:
+        """``trace_pipe``, or ``per_cpu/cpu<cpu>/trace_pipe``."""
+        return File("trace_pipe", TRACE_MODE_READ, lambda flags, task: self.open_pipe(cpu),
+                    kind=FileKind.PIPE)
