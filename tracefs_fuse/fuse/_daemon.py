@@ -174,18 +174,23 @@ class Daemon:
                     continue
                 child = Tgid(event.child_tgid)
                 try:
-                    self.memory.track(child, parent=Tgid(event.parent_tgid))
+                    fresh = self.memory.track(child, parent=Tgid(event.parent_tgid))
                 except OSError as exc:
                     # exec'd already, or shares the parent's mm (vfork): the
                     # kernel would not write copies into it either.
                     log.debug("fork %d -> %d not followed: %s", event.parent_tgid, child, exc)
                     continue
+                if fresh:
+                    registry.exit(child)  # a previous holder of the number
                 self.exits.watch(child, self.memory.pidfd(child))
                 registry.fork(Tgid(event.parent_tgid), child)
                 forked.append(child)
             elif isinstance(event, ExecEvent):
-                if Tgid(event.tgid) in registry.mms:
-                    self._forget(Tgid(event.tgid))
+                # Only a hint: the process may have exec'd *and* registered in
+                # its new image before we got here; the pinned mm decides.
+                tgid = Tgid(event.tgid)
+                if tgid in registry.mms and not self.memory.is_current(tgid):
+                    self._forget(tgid)
             elif isinstance(event, EventsLost):
                 for tgid in list(registry.mms):
                     if not self.memory.is_current(tgid):

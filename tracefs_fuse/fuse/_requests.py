@@ -90,7 +90,10 @@ class RequestHandler:
             if flags & os.O_NONBLOCK:
                 req.reply_err(errno.EAGAIN)
                 return
-            req.watch_interrupts()
+            if req.watch_interrupts():
+                # Interrupted before we could watch: interrupted() won't come.
+                req.reply_err(errno.EINTR)
+                return
             self.nursery.start_soon(self._blocked_read, req, fh, file, offset, size)
             return
         except Exception as exc:

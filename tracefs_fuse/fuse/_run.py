@@ -15,6 +15,7 @@ Rules:
 from __future__ import annotations
 
 import ctypes
+import errno
 import logging
 import os
 import signal
@@ -33,6 +34,8 @@ PR_SET_PDEATHSIG = 1
 
 
 def _child_setup() -> None:
+    # Ignored signals stay ignored across exec: give the command the default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
@@ -67,27 +70,60 @@ def _replace_mountpoint(config: MountConfig, mountpoint: str) -> MountConfig:
 
 async def _run(config: MountConfig, argv: list[str]) -> int:
     daemon = Daemon(config)
-    status = 1
     async with trio.open_nursery() as nursery:
         await nursery.start(daemon.run, False)
         _namespace.bind_debug_tracing(config.mountpoint)
         _namespace.writable_ftrace_enabled()
-        try:
-            process = await trio.lowlevel.open_process(argv, preexec_fn=_child_setup)
-        except OSError as exc:
-            print(f"tracefs-fuse run: {argv[0]}: {exc.strerror}", file=sys.stderr)
-            terminate()
-            return 127 if exc.errno == 2 else 126
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP, signal.SIGINT) as signals:
-            nursery.start_soon(_forward_signals, signals, process)
+        with _Forwarder() as forwarder:
+            try:
+                # close_fds=False: descriptors we inherited pass on to the command
+                # (our own are close-on-exec, Python's default).
+                process = await trio.lowlevel.open_process(argv, preexec_fn=_child_setup,
+                                                           close_fds=False)
+            except OSError as exc:
+                print(f"tracefs-fuse run: {argv[0]}: {exc.strerror}", file=sys.stderr)
+                terminate()
+                return 127 if exc.errno == errno.ENOENT else 126
+            forwarder.started(process.pid)
             status = exit_status(await process.wait())
-        terminate()
-        nursery.cancel_scope.deadline = trio.current_time() + 10
+        terminate()  # unmount; the daemon's tasks then end by themselves
     return status
 
 
-async def _forward_signals(signals: trio.abc.ReceiveChannel[int],
-                           process: trio.Process) -> None:
-    async for signum in signals:
-        if signum != signal.SIGINT:  # the terminal already sent SIGINT to it
-            process.send_signal(signum)
+class _Forwarder:
+    """Signal dispositions of the runner while the command runs.
+
+    SIGINT is ignored (the terminal delivers Ctrl-C to the command as well;
+    the command decides). SIGTERM and SIGHUP are passed on, also when they
+    arrive while the command is being started. Plain handlers, not trio's
+    receiver: a signal that lands as the command exits must not be redelivered
+    to us afterwards.
+    """
+
+    FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self._pid: int | None = None
+        self._pending: list[int] = []
+        self._saved: dict[int, object] = {}
+
+    def __enter__(self) -> _Forwarder:
+        self._saved[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for signum in self.FORWARDED:
+            self._saved[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self._pid is None:
+            self._pending.append(signum)
+        else:
+            os.kill(self._pid, signum)
+
+    def started(self, pid: int) -> None:
+        self._pid = pid
+        for signum in self._pending:
+            os.kill(pid, signum)
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self._saved.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]

@@ -1,0 +1,97 @@
+"""``tracefs-fuse run -- CMD``: private namespace, exit status, teardown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.uses_fuse
+
+RUN = [sys.executable, "-m", "tracefs_fuse", "run", "--"]
+
+
+def host_fuse_tracefs_mounts() -> list[str]:
+    with open("/proc/self/mounts") as f:
+        return [line for line in f if "fuse.tracefs" in line]
+
+
+def test_run_mounts_privately_and_returns_the_status() -> None:
+    before = host_fuse_tracefs_mounts()
+    result = subprocess.run(
+        [*RUN, "sh", "-c", "grep -E ' /sys/kernel/(debug/)?tracing ' /proc/mounts; exit 7"],
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 7, result.stderr
+    lines = result.stdout.splitlines()
+    tracing = [line.split()[2] for line in lines if line.split()[1] == "/sys/kernel/tracing"]
+    # A real tracefs beneath ours: libtracefs takes the first 'tracefs' line.
+    assert tracing == ["tracefs", "fuse.tracefs"]
+    assert any(line.split()[1:3] == ["/sys/kernel/debug/tracing", "fuse.tracefs"]
+               for line in lines)
+    assert host_fuse_tracefs_mounts() == before
+
+
+def test_run_serves_user_events(c_client) -> None:  # type: ignore[no-untyped-def]
+    result = subprocess.run([*RUN, str(c_client("ue_flow")), "/sys/kernel/tracing"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1] == "after close: deleted"
+
+
+def test_run_reports_a_killed_command_like_a_shell() -> None:
+    result = subprocess.run([*RUN, "sh", "-c", "kill -KILL $$"], timeout=60)
+    assert result.returncode == 128 + signal.SIGKILL
+
+
+def test_run_missing_command_is_127() -> None:
+    result = subprocess.run([*RUN, "/nonexistent/command"], capture_output=True, timeout=60)
+    assert result.returncode == 127
+
+
+def test_run_passes_sigterm_on_and_tears_down() -> None:
+    # The command tells us (through a pipe) when it is running, then waits.
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen([*RUN, "bash", "-c", f"echo up >&{write_fd}; exec sleep 60"],
+                            pass_fds=(write_fd,))
+    os.close(write_fd)
+    with os.fdopen(read_fd) as ready:
+        assert ready.readline() == "up\n"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert host_fuse_tracefs_mounts() == []
+
+
+def test_run_ctrl_c_reaches_the_command_and_tears_down() -> None:
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen([*RUN, "bash", "-c", f"echo up >&{write_fd}; exec sleep 60"],
+                            pass_fds=(write_fd,), start_new_session=True)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as ready:
+        assert ready.readline() == "up\n"
+    os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+    assert proc.wait(timeout=30) == 128 + signal.SIGINT
+
+
+def test_killed_runner_leaves_nothing_behind() -> None:
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen([*RUN, "bash", "-c", f"echo $$ >&{write_fd}; exec sleep 60"],
+                            pass_fds=(write_fd,))
+    os.close(write_fd)
+    with os.fdopen(read_fd) as ready:
+        child = int(ready.readline())
+    proc.kill()
+    proc.wait(timeout=30)
+    # PR_SET_PDEATHSIG: the command dies with us, and the namespace with it.
+    pidfd = os.pidfd_open(child)
+    try:
+        import select
+
+        assert select.select([pidfd], [], [], 10)[0], "command survived its runner"
+    except ProcessLookupError:
+        pass
+    finally:
+        os.close(pidfd)
+    assert host_fuse_tracefs_mounts() == []
