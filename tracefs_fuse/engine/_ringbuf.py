@@ -274,11 +274,9 @@ class CpuBuffer:
     def ring(self) -> Iterator[BufferPage]:
         """The ring pages from the head (the reader page is not in the ring)."""
         page = self.head_page
-        while True:
+        for _ in range(self.nr_pages):
             yield page
             page = page.next
-            if page is self.head_page:
-                return
 
     def reset(self) -> None:
         """``rb_reset_cpu``: empty the buffer, head and tail at ``pages``."""
@@ -429,8 +427,10 @@ class CpuBuffer:
             if self.tail_page is reader or not self.entries_in_buffer():
                 reader = None
                 break
-            reader.commit = reader.entries = reader.real_end = reader.missed = 0
-            reader.dirty = True
+            # 6.18 resets write, entries and real_end but no longer the
+            # page's commit: a mapping still shows the old page (measured).
+            # Nothing else looks at it before the writer arrives and clears it.
+            reader.entries = reader.real_end = 0
             head = self.head_page
             reader.next = head.next
             reader.prev = head.prev
