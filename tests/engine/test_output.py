@@ -17,6 +17,7 @@ import errno
 import json
 import os
 import re
+import struct
 from pathlib import Path
 from typing import Iterator
 
@@ -28,7 +29,8 @@ from tracefs_fuse.engine import _uapi as uapi
 from tracefs_fuse.engine._clock import CounterClock, ManualClock, TraceClocks
 from tracefs_fuse.engine._errors import TracefsError, WouldBlock
 from tracefs_fuse.engine._memory import Tgid
-from tracefs_fuse.engine._output import OutputOptions, TraceOutput, marker_symbols
+from tracefs_fuse.engine._output import (OutputOptions, TraceOutput, lat_fmt, marker_symbols,
+                                         print_time)
 from tracefs_fuse.engine._task import Task
 from tracefs_fuse.engine._tracefs import Tracefs
 from tracefs_fuse.engine._tree import OpenFile
@@ -271,3 +273,277 @@ def test_golden_replay(path: Path, case: str, monkeypatch: pytest.MonkeyPatch) -
     with path.open() as f:
         golden = json.load(f)
     Replay(golden, case, monkeypatch).run()
+
+
+# -- rules the captures do not reach ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("flags", "preempt_count", "text"), [
+    (0, 0, "....."),
+    (0, 1, "...1."),
+    (0, 0x2F, "...f2"),
+    (0x01, 0, "d...."),
+    (0x01 | 0x80, 0, "D...."),
+    (0x80, 0, "b...."),
+    (0x04 | 0x02 | 0x20, 0, ".B..."),
+    (0x04 | 0x20, 0, ".N..."),
+    (0x02 | 0x20, 0, ".L..."),
+    (0x04 | 0x02, 0, ".b..."),
+    (0x04, 0, ".n..."),
+    (0x02, 0, ".l..."),
+    (0x20, 0, ".p..."),
+    (0x40 | 0x08, 0, "..Z.."),
+    (0x40, 0, "..z.."),
+    (0x08 | 0x10, 0, "..H.."),
+    (0x08, 0, "..h.."),
+    (0x10, 0, "..s.."),
+    (0x01 | 0x04 | 0x20 | 0x10, 0x25, "dNs52"),
+])
+def test_lat_fmt(flags: int, preempt_count: int, text: str) -> None:
+    assert lat_fmt(flags, preempt_count) == text
+
+
+@pytest.mark.parametrize(("ts", "in_ns", "text"), [
+    (1_674_907_139_000, True, "  1674.907139"),
+    (3_992_072_561, True, "     3.992073"),   # ns2usecs rounds to nearest
+    (999_999_999_600, True, "  1000.000000"),
+    (123_456_789_012_345_678, True, " 123456789.012346"),
+    (3, False, "            3"),
+    (6_085_020_856_021, False, " 6085020856021"),
+])
+def test_print_time(ts: int, in_ns: bool, text: str) -> None:
+    assert print_time(ts, in_ns) == text
+
+
+class Small:
+    """A 2-CPU tracefs with a hand-driven clock, and its text files."""
+
+    def __init__(self, buffer_size_kb: int = 1410) -> None:
+        self.clock = ManualClock(1_000_000_000)
+        self.fs = Tracefs(nr_cpus=2, memory=FakeMemory(), clocks=TraceClocks.from_source(self.clock),
+                          buffer_size_kb=buffer_size_kb, marker_ip=0xFFFFFFFF81000000)
+        self.output = TraceOutput(self.fs.top, nr_cpus=2, ksym=marker_symbols(0xFFFFFFFF81000000))
+
+    def mark(self, text: str, cpu: int = 0, pid: int = 7) -> None:
+        self.clock.advance(1000)
+        task = Task(pid=pid, tgid=Tgid(pid), cpu=cpu, comm="w")
+        self.fs.file("trace_marker").open(os.O_WRONLY, task).write(text.encode(), 0, task)
+
+    def line(self, text: str, cpu: int = 0, usecs: int = 1) -> str:
+        return f"               w-7       [{cpu:03d}] ...1.     1.{usecs:06d}: tracing_mark_write: {text}\n"
+
+    def trace(self, cpu: int | None = None, size: int = 65536) -> str:
+        file = self.output.open_trace(os.O_RDONLY, cpu)
+        out, offset = b"", 0
+        while chunk := file.read(offset, size):
+            out += chunk
+            offset += len(chunk)
+        file.release()
+        return out.decode("latin-1")
+
+
+def test_header_counts_the_whole_buffer_even_per_cpu() -> None:
+    s = Small()
+    s.mark("a", cpu=1)
+    s.mark("b", cpu=1)
+    text = s.trace(cpu=0)
+    assert "# entries-in-buffer/entries-written: 2/2   #P:2\n" in text
+    assert "tracing_mark_write" not in text
+
+
+@pytest.mark.parametrize(("path_cpu", "flags", "left"), [
+    (None, os.O_WRONLY | os.O_TRUNC, []),
+    (None, os.O_RDWR | os.O_TRUNC, []),
+    (None, os.O_RDONLY | os.O_TRUNC, ["zero", "one"]),   # no FMODE_WRITE: no clear
+    (None, os.O_WRONLY, ["zero", "one"]),
+    (1, os.O_WRONLY | os.O_TRUNC, ["zero"]),
+    (0, os.O_WRONLY | os.O_TRUNC, ["one"]),
+])
+def test_open_with_o_trunc_clears(path_cpu: int | None, flags: int, left: list[str]) -> None:
+    s = Small()
+    s.mark("zero", cpu=0)
+    s.mark("one", cpu=1)
+    file = s.output.open_trace(flags, path_cpu)
+    assert file.write(b"anything", 0, Task(pid=1, tgid=Tgid(1))) == 8
+    file.release()
+    assert re.findall(r"tracing_mark_write: (\w+)", s.trace()) == left
+
+
+def test_an_open_reader_keeps_the_buffer_from_resizing() -> None:
+    s = Small()
+    reader = s.output.open_trace(os.O_RDONLY)
+    writer = s.output.open_trace(os.O_WRONLY)
+    with pytest.raises(TracefsError) as err:
+        s.fs.buffer.write_buffer_size_kb(b"8")
+    assert err.value.errno == errno.EBUSY
+    reader.release()
+    reader.release()
+    s.fs.buffer.write_buffer_size_kb(b"8")
+    writer.release()
+
+
+def test_trace_rereads_from_zero_with_a_fresh_header() -> None:
+    s = Small()
+    s.mark("a")
+    file = s.output.open_trace(os.O_RDONLY, None)
+    first = file.read(0, 65536)
+    assert first.endswith(s.line("a").encode()) and file.read(len(first), 100) == b""
+    s.mark("b")
+    again = file.read(0, 65536).decode()
+    assert "2/2" in again and again.endswith(s.line("a") + s.line("b", usecs=2))
+    # Any other jump starts over too and skips to the offset.
+    assert file.read(10, 5) == again[10:15].encode()
+    file.release()
+
+
+def test_trace_reads_return_whole_lines_that_fit_the_seq_file_buffer() -> None:
+    s = Small()
+    for i in range(60):
+        s.mark(f"{i:02d}")
+    file = s.output.open_trace(os.O_RDONLY, None)
+    sizes, offset = [], 0
+    while chunk := file.read(offset, 65536):
+        sizes.append(len(chunk))
+        offset += len(chunk)
+    # A 517-byte header and 74-byte lines in 4 KiB: 48 lines, then 12.
+    assert sizes == [517 + 48 * 74, 12 * 74]
+    # A small read takes the rest of a line before formatting more.
+    file = s.output.open_trace(os.O_RDONLY, None)
+    assert len(file.read(0, 600)) == 600 and len(file.read(600, 100)) == 100
+    file.release()
+
+
+def test_annotation_marks_each_cpu_from_the_third_entry_on() -> None:
+    # With overruns at open, the first entry of each CPU is announced, but
+    # not for the first two entries of the trace (test_cpu_buff_start).
+    s = Small(buffer_size_kb=4)
+    s.mark("a", cpu=0)
+    for i in range(400):
+        s.mark(f"{i}", cpu=1)       # cpu1 overwrites its oldest: idx 1 is cpu1
+    s.mark("z", cpu=0)
+    text = s.trace()
+    assert "#####" not in text and text.count("[001]") < 400
+    s = Small(buffer_size_kb=4)
+    for i in range(400):
+        s.mark(f"{i}", cpu=1)
+    s.mark("z", cpu=0)
+    assert "\n##### CPU 0 buffer started ####\n" + s.line("z", usecs=401) in s.trace()
+    s.fs.buffer.reset()             # no overrun left: no annotation
+    s.mark("y", cpu=1)
+    s.mark("x", cpu=1)
+    s.mark("z", cpu=0)
+    assert "#####" not in s.trace()
+
+
+def test_pipe_readers_are_exclusive_per_cpu() -> None:
+    s = Small()
+    whole = s.output.open_pipe()
+    for cpu in (None, 0, 1):
+        with pytest.raises(TracefsError) as err:
+            s.output.open_pipe(cpu)
+        assert err.value.errno == errno.EBUSY
+    whole.release()
+    whole.release()
+    cpu0 = s.output.open_pipe(0)
+    cpu1 = s.output.open_pipe(1)
+    with pytest.raises(TracefsError):
+        s.output.open_pipe(0)
+    with pytest.raises(TracefsError):
+        s.output.open_pipe()
+    cpu0.release()
+    s.output.open_pipe(0).release()
+    cpu1.release()
+    s.output.trace_pipe_node().open(os.O_RDONLY, Task(pid=1, tgid=Tgid(1))).release()
+
+
+def test_pipe_blocks_when_empty_and_consumes_what_it_formats() -> None:
+    s = Small()
+    pipe = s.output.open_pipe()
+    with pytest.raises(WouldBlock):
+        pipe.read(0, 100)
+    assert pipe.read(0, 0) == b""
+    s.mark("one")
+    s.mark("two", cpu=1)
+    s.mark("three")
+    line = s.line("one").encode()
+    assert pipe.read(0, 10) == line[:10]          # one line formatted and consumed
+    assert pipe.read(0, 0) == b""
+    assert pipe.read(0, 1000) == line[10:]        # the rest alone
+    pipe.release()                               # "two" and "three" stay
+    pipe = s.output.open_pipe(1)
+    assert pipe.read(0, 1000) == s.line("two", cpu=1, usecs=2).encode()
+    with pytest.raises(WouldBlock):
+        pipe.read(0, 1000)
+    pipe.release()
+    assert s.output.open_pipe().read(0, 8000) == s.line("three", usecs=3).encode()
+
+
+def test_pipe_batch_stops_at_the_read_size_and_before_a_line_too_big() -> None:
+    s = Small()
+    for text in ("a", "b"):
+        s.mark(text)
+    task = Task(pid=7, tgid=Tgid(7), comm="w")
+    s.clock.advance(1000)
+    raw = s.fs.file("trace_marker_raw").open(os.O_WRONLY, task)
+    raw.write(b"\x01\0\0\0" + bytes(4000), 0, task)
+    s.mark("c")
+    pipe = s.output.open_pipe()
+    # Two lines reach 100 bytes: the batch ends after the second.
+    both = (s.line("a") + s.line("b", usecs=2)).encode()
+    assert pipe.read(0, 100) == both[:100]
+    assert pipe.read(0, 10000) == both[100:]
+    # The raw line alone is cut (no newline, no room for [LINE TOO BIG]).
+    big = pipe.read(0, 10000)
+    assert len(big) == 8153 and big.endswith(b" 00")
+    assert pipe.read(0, 10000) == s.line("c", usecs=4).encode()
+    pipe.release()
+
+
+class OwnText(_ftrace_events.FtraceEvent):
+    """An event kind that prints itself (as synthetic events do)."""
+
+    def print_trace(self, entry: bytes) -> str:
+        return f"{self.name}: own {len(entry)}\n"
+
+
+def test_events_print_by_kind() -> None:
+    s = Small()
+    own = OwnText("own", (), '""', has_id_file=False)
+    s.fs.events.add(own)
+    task = Task(pid=7, tgid=Tgid(7), comm="w")
+    for type_ in (own.id, 4242):
+        s.clock.advance(1000)
+        s.fs.top.record(struct.pack("<HBBi", type_, 0, 0, 7) + b"abc", task)
+    text = s.trace()
+    assert text.endswith(".000001: own: own 12\n"
+                         "               w-7       [000] .....     1.000002: Unknown type 4242\n")
+
+
+@pytest.mark.parametrize(("ip", "shown"), [
+    (0xFFFFFFFF81000000, "tracing_mark_write"),
+    (0, "0"),
+    (0x1234, "0x00001234"),
+    (0xFFFFFFFF810C1695, "0xffffffff810c1695"),
+])
+def test_print_ip(ip: int, shown: str) -> None:
+    s = Small()
+    task = Task(pid=7, tgid=Tgid(7), comm="w")
+    s.fs.top.record(struct.pack("<HBBiQ", _ftrace_events.TRACE_PRINT, 0, 1, 7, ip) + b"hi\n\0",
+                    task)
+    assert s.trace().endswith(f": {shown}: hi\n")
+
+
+@pytest.mark.parametrize(("cpu", "percent", "readable"), [
+    (None, 50, True),      # the all-CPU pipe: any event
+    (0, 50, False),        # a per-CPU pipe waits for buffer_percent (6.18 measured)
+    (0, 0, True),
+    (1, 0, False),
+])
+def test_pipe_poll(cpu: int | None, percent: int, readable: bool) -> None:
+    s = Small()
+    output = TraceOutput(s.fs.top, nr_cpus=2, buffer_percent=lambda: percent)
+    pipe = output.open_pipe(cpu)
+    assert pipe.poll() == 0
+    s.mark("poll me", cpu=0)
+    assert pipe.poll() == (0x41 if readable else 0)
+    pipe.release()

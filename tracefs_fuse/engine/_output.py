@@ -55,7 +55,8 @@ from ._print_fields import TRACE_SEQ_BUFFER_SIZE, TraceSeq, print_event_fields
 from ._ringbuf import RingBuffer, TraceIterator, TraceRecord
 from ._task import Task
 from ._trace_array import SavedCmdlines, TraceArray
-from ._tree import TRACE_MODE_READ, TRACE_MODE_WRITE, File, FileKind, OpenFile
+from ._tree import (POLLIN, POLLRDNORM, TRACE_MODE_READ, TRACE_MODE_WRITE, File, FileKind,
+                    OpenFile)
 
 #: The only tracer there is.
 TRACER_NAME = "nop"
@@ -102,6 +103,8 @@ class OutputOptions(msgspec.Struct, frozen=True):
 
 
 DEFAULT_OPTIONS = OutputOptions()
+#: ``tr->buffer_percent`` of a new trace array.
+DEFAULT_BUFFER_PERCENT = 50
 
 
 def marker_symbols(marker_ip: int) -> SymbolLookup:
@@ -292,7 +295,7 @@ class TraceFile(OpenFile):
         self._output = output
         self._cpu = cpu
         buffer = output.buffer
-        self._lines = output.line_printer(buffer)
+        self._lines = output.line_printer()
         # TRACE_FILE_ANNOTATE: mark where each CPU's data starts if the
         # buffer lost events before the open.
         self._annotate = any(cpu_buffer.overrun for cpu_buffer in buffer.cpus)
@@ -408,7 +411,7 @@ class TracePipe(OpenFile):
     def __init__(self, output: TraceOutput, cpu: int | None) -> None:
         self._output = output
         self._cpu = cpu
-        self._lines = output.line_printer(output.buffer)
+        self._lines = output.line_printer()
         #: Formatted text not yet read (``iter->seq``) and how much was read.
         self._text = b""
         self._readpos = 0
@@ -462,6 +465,19 @@ class TracePipe(OpenFile):
             if not consumed:
                 raise WouldBlock("trace_pipe is empty")
 
+    def poll(self) -> int:
+        """``trace_poll``: readable when the buffer holds events.
+
+        A per-CPU pipe waits for ``buffer_percent`` of its buffer, as the
+        kernel passes it to ``ring_buffer_poll_wait`` (measured on 6.18: one
+        event polls readable on ``trace_pipe``, not on ``per_cpu/cpu0/trace_pipe``).
+        Text left from the last read does not count.
+        """
+        full = 0 if self._cpu is None else self._output.buffer_percent()
+        if self._output.buffer.watermark_hit(self._cpu, full):
+            return POLLIN | POLLRDNORM
+        return 0
+
     def release(self) -> None:
         if not self._released:
             self._released = True
@@ -476,15 +492,18 @@ class TraceOutput:
         nr_cpus: ``#P`` of the header (online CPUs).
         ksym: names of kernel addresses in records (the marker's ``ip``).
         options: the current ``trace_options``.
+        buffer_percent: the current ``buffer_percent`` (per-CPU pipes' poll).
     """
 
     def __init__(self, trace_array: TraceArray, *, nr_cpus: int,
                  ksym: SymbolLookup = lambda ip: None,
-                 options: Callable[[], OutputOptions] = lambda: DEFAULT_OPTIONS) -> None:
+                 options: Callable[[], OutputOptions] = lambda: DEFAULT_OPTIONS,
+                 buffer_percent: Callable[[], int] = lambda: DEFAULT_BUFFER_PERCENT) -> None:
         self.trace_array = trace_array
         self.nr_cpus = nr_cpus
         self.ksym = ksym
         self.options = options
+        self.buffer_percent = buffer_percent
         #: ``tr->pipe_cpumask``.
         self._pipe_cpus: set[int] = set()
 
@@ -499,9 +518,10 @@ class TraceOutput:
         totals = self.buffer.get_total_entries()
         return totals.entries, totals.total
 
-    def line_printer(self, buffer: RingBuffer) -> LinePrinter:
+    def line_printer(self) -> LinePrinter:
+        """The printer of a file opened now (the clock's unit is fixed at open)."""
         return LinePrinter(self.trace_array.events, self.trace_array.cmdlines,
-                           in_ns=buffer.clock.in_ns, options=self.options, ksym=self.ksym)
+                           in_ns=self.buffer.clock.in_ns, options=self.options, ksym=self.ksym)
 
     # -- trace ------------------------------------------------------------------------------
 
