@@ -720,12 +720,28 @@ class SynthEvents:
 
 
 class EventFileRef:
-    """A held event file (``trace_get_event_file``); :meth:`put` releases it."""
+    """A held event file (``trace_get_event_file``); :meth:`put` releases it.
 
-    def __init__(self, trace_array: TraceArray, event: TraceEvent) -> None:
+    As a context manager it is put on exit.
+
+    Args:
+        trace_array: the trace array the file belongs to.
+        event: its event.
+        nr_cpus: the trace array's CPUs (a writer's CPU is folded into them).
+    """
+
+    def __init__(self, trace_array: TraceArray, event: TraceEvent, nr_cpus: int = 1) -> None:
         self.trace_array = trace_array
         self.event = event
+        self.nr_cpus = nr_cpus
         self.held = True
+
+    def __enter__(self) -> EventFileRef:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.held:
+            self.put()
 
     def put(self) -> None:
         """``trace_put_event_file``.
@@ -754,7 +770,8 @@ class EventFileRef:
         return event
 
 
-def get_event_file(trace_array: TraceArray, system: str, name: str) -> EventFileRef:
+def get_event_file(trace_array: TraceArray, system: str, name: str,
+                   nr_cpus: int = 1) -> EventFileRef:
     """``trace_get_event_file`` (top-level instance).
 
     Raises:
@@ -765,7 +782,7 @@ def get_event_file(trace_array: TraceArray, system: str, name: str) -> EventFile
         raise TracefsError(errno.EINVAL, f"no event {system}:{name}")
     if isinstance(event, SynthEvent):
         event.file_refs += 1  # trace_event_dyn_try_get_ref
-    return EventFileRef(trace_array, event)
+    return EventFileRef(trace_array, event, nr_cpus)
 
 
 def _header(event: SynthEvent, task: Task) -> bytes:
@@ -819,6 +836,15 @@ class SynthTraceState:
     @property
     def disabled(self) -> bool:
         return self.entry is None
+
+    def __enter__(self) -> SynthTraceState:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        # "synth_event_trace_end() must be called ... regardless of whether
+        # adding all field values succeeded or not."
+        if not self.ended:
+            self.end()
 
     def add_val(self, field_name: str | None, value: int | bytes | None) -> None:
         """``__synth_event_add_val``: the next field (no name) or a named one.

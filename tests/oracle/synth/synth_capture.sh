@@ -6,8 +6,11 @@
 #
 #   ./oracle-run.sh tfctl synth_capture.sh -- sh synth_capture.sh
 #
-# Parts: "op" (the tfctl call), "result" (tfctl's one-line outcome), and
-# snapshots of files after the step (error_log is cleared after each read).
+# Every step that changes state is a case ("run"), so the whole sequence can
+# be replayed against the engine (tests/engine/test_synth_oracle.py). Parts:
+# "op" (the tfctl call), "result" (tfctl's outcome), "error_log" (read, then
+# cleared, after every step), then snapshots of files ("file:<path>") and
+# drained ring-buffer pages ("raw").
 # Sections that need CONFIG_TRACE_EVENT_INJECT / CONFIG_KPROBE_EVENTS are
 # skipped when the kernel lacks them (the shared oracle lacks both; see
 # build-probes-kernel.sh).
@@ -62,7 +65,7 @@ for t in s64 u64 s32 u32 s16 u16 s8 u8 char "unsigned char" int "unsigned int" \
 		snap events/synthetic/t/format
 		snap synthetic_events
 		snap dynamic_events
-		"$P/tfctl" write synthetic_events "!t" >/dev/null
+		run "type-$i-del" write synthetic_events "!t"
 	fi
 done
 
@@ -75,7 +78,7 @@ for f in "char f[16]" "char f[]" "char f[300]" "u64 f[2]" "char[16] f[4]" "long 
 	if [ -d events/synthetic/t ]; then
 		snap events/synthetic/t/format
 		snap synthetic_events
-		"$P/tfctl" write synthetic_events "!t" >/dev/null
+		run "name-$i-del" write synthetic_events "!t"
 	fi
 done
 
@@ -85,7 +88,7 @@ while IFS= read -r cmd; do
 	i=$((i + 1))
 	run "syn-$i" write synthetic_events "$cmd"
 	snap synthetic_events
-	"$P/tfctl" trunc synthetic_events >/dev/null
+	run "syn-$i-trunc" trunc synthetic_events
 done <<'EOF'
 
    
@@ -138,7 +141,8 @@ done
 run many-64 write synthetic_events "many $f64"
 run many-65 write synthetic_events "many2 $f65"
 run many-65old write synthetic_events "many3 $(echo "$f65" | tr ';' ' ')"
-"$P/tfctl" trunc synthetic_events >/dev/null
+snap synthetic_events
+run many-trunc trunc synthetic_events
 
 # dynamic_events forms.
 i=0
@@ -171,12 +175,12 @@ s:after u64 a
 -:synthetic/
 -foo
 EOF
-"$P/tfctl" trunc dynamic_events >/dev/null
+run dyn-trunc trunc dynamic_events
 
 # ---------------------------------------------------------------- busy
-"$P/tfctl" write synthetic_events "b1 u64 a" >/dev/null
-"$P/tfctl" write synthetic_events "b2 u64 a" >/dev/null
-"$P/tfctl" write synthetic_events "b3 u64 a" >/dev/null
+run busy-1 write synthetic_events "b1 u64 a"
+run busy-2 write synthetic_events "b2 u64 a"
+run busy-3 write synthetic_events "b3 u64 a"
 run busy-enable write events/synthetic/b2/enable 1
 run busy-del write synthetic_events "!b2"
 run busy-dyndel write dynamic_events "-:b2"
@@ -187,64 +191,47 @@ snap dynamic_events
 run busy-disable write events/synthetic/b2/enable 0
 run busy-del2 write synthetic_events "!b2"
 snap synthetic_events
-# A deleted event's files, through a descriptor opened before.
-"$P/tfctl" trunc dynamic_events >/dev/null
+run busy-end trunc dynamic_events
 
 # ---------------------------------------------------------------- error_log
 run elog-write write error_log "anything"
 for n in 1 2 3 4 5 6 7 8 9 10; do
-	echo "bad$n x" >synthetic_events 2>/dev/null
+	case_n=elog-bad-$n
+	part op
+	echo "write synthetic_events bad$n x"
+	part result
+	"$P/tfctl" write synthetic_events "bad$n x"
 done
-part "file:error_log-rotated"
-cat error_log
-run elog-append append error_log "x"
-part "file:error_log-after-append"
-cat error_log
+snap error_log
+case_n=elog-append
+part op
+echo "append error_log x"
+part result
+"$P/tfctl" append error_log "x"
+snap error_log
 run elog-trunc trunc error_log
-part "file:error_log-after-trunc"
-cat error_log
+snap error_log
 part mode
 ls -l error_log synthetic_events dynamic_events
 ls -l kprobe_events 2>/dev/null
+run dir-create write synthetic_events "d u64 a"
 part "events-synthetic-dir"
-"$P/tfctl" write synthetic_events "d u64 a" >/dev/null
 find events/synthetic
 ls -l events/synthetic/d
-"$P/tfctl" trunc synthetic_events >/dev/null
-
-# ---------------------------------------------------------------- trace text
-# Records made by the kernel's own synth path (trace_event_raw_event_synth),
-# from a hist trigger on two user events (action params need 2+ characters).
-"$P/tfctl" write dynamic_events "u:start u32 id; u64 v; char[16] name" >/dev/null
-"$P/tfctl" write dynamic_events "u:stop u32 id; s32 ww; u16 sm" >/dev/null
-run hist-synth write synthetic_events "hs u64 v; u32 id; char[16] name; s32 w; char[] dname; u16 small"
-run hist-t1 write events/user_events/start/trigger "hist:keys=id:v0=v,n0=name,n1=name"
-run hist-t2 write events/user_events/stop/trigger "hist:keys=id:onmatch(user_events.start).trace(hs,\$v0,id,\$n0,ww,\$n1,sm)"
-"$P/tfctl" write events/synthetic/hs/enable 1 >/dev/null
-"$P/tfctl" trunc trace >/dev/null
-run hist-w1 uwrite "$T" "start u32 id; u64 v; char[16] name" 07000000ffffffffffffff7f68656c6c6f0000000000000000000000
-run hist-w2 uwrite "$T" "stop u32 id; s32 ww; u16 sm" 07000000feffffff3412
-snap trace
-"$P/tfctl" write options/verbose 1 >/dev/null
-snap trace
-"$P/tfctl" write options/verbose 0 >/dev/null
-rawpages
-snap events/synthetic/hs/format
-run hist-busy write synthetic_events "!hs"
-run hist-busy-trunc trunc synthetic_events
-snap synthetic_events
+run dir-trunc trunc synthetic_events
 
 # ---------------------------------------------------------------- inject
 if [ -e events/synthetic/hs/inject ]; then
-	"$P/tfctl" trunc trace >/dev/null
-	"$P/tfctl" write synthetic_events "inj u64 a; s8 sb; char[16] s; char[] d; gfp_t g; bool b; long[] st; u16 w" >/dev/null
+	run inj-clear trunc trace
+	run inj-create write synthetic_events "inj u64 a; s8 sb; char[16] s; char[] d; gfp_t g; bool b; long[] st; u16 w"
+	snap events/synthetic/inj/format
 	part "inj-dir"
 	find events/synthetic/inj
 	ls -l events/synthetic/inj
 	run inj-read read events/synthetic/inj/inject
 	run inj-disabled write events/synthetic/inj/inject "a=1"
 	rawpages
-	"$P/tfctl" write events/synthetic/inj/enable 1 >/dev/null
+	run inj-enable write events/synthetic/inj/enable 1
 	i=0
 	while IFS= read -r cmd; do
 		i=$((i + 1))
@@ -287,13 +274,13 @@ g=0x100
 EOF
 	snap trace
 	run inj-big write events/synthetic/inj/inject "s=\"$(head -c 300 /dev/zero | tr '\0' 'x')\""
-	"$P/tfctl" write tracing_on 0 >/dev/null
+	run inj-tracing-off write tracing_on 0
 	run inj-off write events/synthetic/inj/inject "a=3"
 	rawpages
-	"$P/tfctl" write tracing_on 1 >/dev/null
+	run inj-tracing-on write tracing_on 1
 	# User events: static, dynamic and relative strings, a struct, no fields.
-	"$P/tfctl" write dynamic_events "u:uinj u32 n; char[20] s; __data_loc char[] d; __rel_loc char[] r; struct foo st 6; s64 big" >/dev/null
-	"$P/tfctl" write dynamic_events "u:unone" >/dev/null
+	run uinj-create write dynamic_events "u:uinj u32 n; char[20] s; __data_loc char[] d; __rel_loc char[] r; struct foo st 6; s64 big"
+	run unone-create write dynamic_events "u:unone"
 	snap events/user_events/uinj/format
 	i=0
 	while IFS= read -r cmd; do
@@ -319,6 +306,15 @@ fi
 
 # ---------------------------------------------------------------- kprobes
 if [ -e kprobe_events ]; then
+	run kp-synth write synthetic_events "kpx u64 a"
+	args=""
+	n=0
+	while [ $n -lt 129 ]; do
+		args="$args a$n=%ax"
+		n=$((n + 1))
+	done
+	run kp-args-128 write kprobe_events "p:manyargs 0x1234${args% a128=%ax}"
+	run kp-args-129 write kprobe_events "p:manyargs 0x1234$args"
 	for file in kprobe_events dynamic_events; do
 		i=0
 		while IFS= read -r cmd; do
@@ -347,6 +343,8 @@ p:x 0
 p:x 0x1234 arg=%ax
 p:/x 0x1234
 p:x/ 0x1234
+p:synthetic/kpx 0x1234
+p:kprobes/kpx 0x1234
 p:9x 0x1234
 p:g-x/y 0x1234
 p:x.y 0x1234
@@ -362,4 +360,27 @@ EOF
 	done
 	snap kprobe_events
 fi
+# ---------------------------------------------------------------- trace text
+# Last, as it leaves triggers behind that nothing else here can undo: records
+# made by the kernel's own synth path (trace_event_raw_event_synth),
+# from a hist trigger on two user events (action params need 2+ characters).
+"$P/tfctl" write dynamic_events "u:start u32 id; u64 v; char[16] name" >/dev/null
+"$P/tfctl" write dynamic_events "u:stop u32 id; s32 ww; u16 sm" >/dev/null
+run hist-synth write synthetic_events "hs u64 v; u32 id; char[16] name; s32 w; char[] dname; u16 small"
+run hist-t1 write events/user_events/start/trigger "hist:keys=id:v0=v,n0=name,n1=name"
+run hist-t2 write events/user_events/stop/trigger "hist:keys=id:onmatch(user_events.start).trace(hs,\$v0,id,\$n0,ww,\$n1,sm)"
+"$P/tfctl" write events/synthetic/hs/enable 1 >/dev/null
+"$P/tfctl" trunc trace >/dev/null
+run hist-w1 uwrite "$T" "start u32 id; u64 v; char[16] name" 07000000ffffffffffffff7f68656c6c6f0000000000000000000000
+run hist-w2 uwrite "$T" "stop u32 id; s32 ww; u16 sm" 07000000feffffff3412
+snap trace
+"$P/tfctl" write options/verbose 1 >/dev/null
+snap trace
+"$P/tfctl" write options/verbose 0 >/dev/null
+rawpages
+snap events/synthetic/hs/format
+run hist-busy write synthetic_events "!hs"
+run hist-busy-trunc trunc synthetic_events
+snap synthetic_events
+
 echo "@@ end"

@@ -1,0 +1,99 @@
+"""Run synth_capture.sh on the kernel oracle(s) and write the golden JSON.
+
+    .venv/bin/python tests/oracle/synth/capture.py            # both kernels, writes the golden
+    .venv/bin/python tests/oracle/synth/capture.py --parse OUT.txt [--variant base]
+
+Two kernels, both Debian's 6.12.117 from the shared oracle
+(/work/shared/tools/kernel-oracle): "base" is the shared build (synthetic
+events, hist triggers, user events, uprobes; no kprobes, no inject), "probes"
+adds CONFIG_KPROBES, CONFIG_KPROBE_EVENTS and CONFIG_TRACE_EVENT_INJECT
+(build-probes-kernel.sh). The script's output is a sequence of
+``@@ <case> <part>`` headers, each followed by that part's text; this turns
+it into ``{"variants": {name: {"kernel", "cases": {case: {part: text}}}}}``
+with ``raw`` parts as lists of ``{"cpu", "page"}`` (hex sub-buffers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+GOLDEN = HERE.parents[1] / "data" / "synth-captures-6.12.117.json"
+ORACLE = Path("/work/shared/tools/kernel-oracle")
+CACHE = Path.home() / ".cache"
+VARIANTS = {"base": CACHE / "kernel-oracle", "probes": CACHE / "kernel-oracle-probes"}
+
+
+def parse(text: str) -> dict:
+    """Group the script's output by case and part."""
+    cases: dict[str, dict] = {}
+    lines: list[str] | None = None
+    raw: list[dict] | None = None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("@@ "):
+            words = line[3:].rstrip("\n").split(" ", 1)
+            if len(words) == 1:
+                break  # "@@ end"
+            case, name = words
+            parts = cases.setdefault(case, {})
+            raw = lines = None
+            if name == "raw":
+                raw = parts.setdefault("raw", [])
+                continue
+            key, n = name, 2
+            while key in parts:  # the same file snapshotted twice in one case
+                key, n = f"{name}#{n}", n + 1
+            lines = parts[key] = []
+        elif raw is not None:
+            cpu, _, page = line.split()
+            raw.append({"cpu": int(cpu[3:]), "page": page})
+        elif lines is not None:
+            lines.append(line)
+    return {case: {name: value if name == "raw" else "".join(value)
+                   for name, value in parts.items()}
+            for case, parts in cases.items()}
+
+
+def run(variant: str, workdir: Path) -> str:
+    cache = VARIANTS[variant]
+    tfctl = workdir / "tfctl"
+    subprocess.run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-isystem",
+                    str(CACHE / "kernel-oracle" / "usr" / "include"),
+                    str(HERE / "tfctl.c"), "-o", str(tfctl)], check=True)
+    env = dict(os.environ, ORACLE_DIR=str(cache))
+    out = subprocess.run([str(ORACLE / "oracle-run.sh"), str(tfctl), str(HERE / "synth_capture.sh"),
+                          "--", "sh", "synth_capture.sh"],
+                         env=env, check=True, capture_output=True, text=True, encoding="latin-1")
+    return out.stdout
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--parse", type=Path, help="parse a saved VM output instead of running")
+    ap.add_argument("--variant", default="base", choices=sorted(VARIANTS))
+    args = ap.parse_args()
+    if args.parse:
+        json.dump(parse(args.parse.read_text(encoding="latin-1")), sys.stdout, indent=1)
+        return 0
+    golden: dict = {"captured_with": "tests/oracle/synth/synth_capture.sh via capture.py",
+                    "variants": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for variant in VARIANTS:
+            cases = parse(run(variant, Path(tmp)))
+            kernel = cases.pop("meta")
+            golden["variants"][variant] = {"kernel": kernel["kernel"].strip(),
+                                           "config": kernel["config"].split(),
+                                           "cases": cases}
+    GOLDEN.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {GOLDEN}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
