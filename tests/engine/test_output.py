@@ -54,17 +54,17 @@ class Line(msgspec.Struct, frozen=True):
 
     cpu: int
     ts: str
-    comm: str
     text: str
 
 
-def printed_lines(results: list[str]) -> Iterator[Line]:
+def printed_lines(results: list[str]) -> Iterator[tuple[str, Line]]:
+    """(comm, record) of each line of one read's results."""
     text = "".join(r for r in results if r != "EAGAIN")
     matches = list(_CONTEXT.finditer(text))
     for match, following in zip(matches, matches[1:] + [None]):
         end = following.start() if following is not None else len(text)
         rest = text[match.end():end].split("\n", 1)[0]
-        yield Line(int(match["cpu"]), match["ts"], match["comm"].strip(), rest)
+        yield match["comm"].strip(), Line(int(match["cpu"]), match["ts"], rest)
 
 
 def signature(step: dict, events: dict[int, str]) -> tuple[int, tuple[str, ...]]:
@@ -128,8 +128,8 @@ class Replay:
         self.indices: dict[int, int] = {}
         self.times = self._time_stamps()
 
-    def _time_stamps(self) -> Iterator[tuple[int, str]]:
-        """Each recording step's (time stamp, comm), as the kernel printed it.
+    def _time_stamps(self) -> Iterator[int]:
+        """Each recording step's time stamp, as the kernel printed it.
 
         Records nobody printed (overwritten, consumed unseen, cleared) get
         times evenly between their printed neighbours.
@@ -137,7 +137,7 @@ class Replay:
         seen: dict[Line, None] = {}
         for step in self.steps:
             if step["op"] == "read":
-                seen.update(dict.fromkeys(printed_lines(step["results"])))
+                seen.update(dict.fromkeys(line for _, line in printed_lines(step["results"])))
         printed = sorted(seen, key=lambda line: float(line.ts))
         events: dict[int, str] = {}
         assigned: list[Line | None] = []
@@ -155,7 +155,6 @@ class Replay:
         known = [(i, line) for i, line in enumerate(assigned) if line is not None]
         assert known, "no record of this case was printed"
         stamps = [self._ns(line.ts) for _, line in known]
-        comm = known[0][1].comm
         out: list[int] = []
         for i, line in enumerate(assigned):
             if line is not None:
@@ -166,7 +165,7 @@ class Replay:
             lo_i, lo = before[-1] if before else (-1, stamps[0] - 1_000 * (len(assigned) + 1))
             hi_i, hi = after[0] if after else (len(assigned), stamps[-1] + 1_000 * len(assigned))
             out.append(lo + (hi - lo) * (i - lo_i) // (hi_i - lo_i))
-        return iter([(ts, comm) for ts in out])
+        return iter(out)
 
     @staticmethod
     def _ns(ts: str) -> int:
@@ -175,17 +174,16 @@ class Replay:
             return int(secs) * 1_000_000_000 + int(usecs) * 1_000
         return int(ts)
 
-    def task(self, cpu: int, comm: str) -> Task:
+    def task(self, cpu: int) -> Task:
         # tgid 0: nothing recorded a tgid for the kernel (record-tgid shows "-------").
-        return Task(pid=self.pid, tgid=Tgid(0), cpu=cpu, comm=comm)
+        return Task(pid=self.pid, tgid=Tgid(0), cpu=cpu)
 
-    def _tick(self) -> str:
-        ts, comm = next(self.times)
+    def _tick(self) -> None:
+        ts = next(self.times)
         if self.fs.buffer.clock.in_ns:
             self.clock.now = ts
         else:
             self.counter.value = ts - 1  # the write reads it once
-        return comm
 
     def _result(self, call) -> int:
         try:
@@ -206,8 +204,9 @@ class Replay:
         self.events[step["index"]] = step["command"].split(" ", 1)[0]
 
     def _event(self, step: dict, where: str) -> None:
-        comm = self._tick() if step["ret"] >= 0 else ""
-        task = msgspec.structs.replace(self.client.task, cpu=step["cpu"], comm=comm)
+        if step["ret"] >= 0:
+            self._tick()
+        task = msgspec.structs.replace(self.client.task, cpu=step["cpu"])
         index = self.indices[step["index"]]
         payload = index.to_bytes(4, "little") + bytes.fromhex(step["payload"])
         assert self._result(lambda: self.data_file.write(payload, 0, task)) == step["ret"], where
@@ -215,8 +214,9 @@ class Replay:
     def _write(self, step: dict, where: str) -> None:
         path, data = step["path"], bytes.fromhex(step["data"])
         if path in ("trace_marker", "trace_marker_raw"):
-            comm = self._tick() if step["ret"] >= 0 else ""
-            task = self.task(step["cpu"], comm)
+            if step["ret"] >= 0:
+                self._tick()
+            task = self.task(step["cpu"])
             file = self.fs.file(path).open(os.O_WRONLY, task)
             assert self._result(lambda: file.write(data, 0, task)) == step["ret"], where
         elif path.startswith("options/"):
@@ -227,13 +227,13 @@ class Replay:
         elif path == "trace_clock":
             self.fs.buffer.set_clock(self.fs.clocks.parse(data))
         elif path.startswith("events/"):
-            task = self.task(0, "")
+            task = self.task(0)
             assert self.fs.file(path).open(os.O_WRONLY, task).write(data, 0, task) == len(data)
         else:
             cpu = _PER_CPU.match(path)
             trunc = os.O_TRUNC if step["trunc"] else 0
             file = self.output.open_trace(os.O_WRONLY | trunc, int(cpu[1]) if cpu else None)
-            assert file.write(data, 0, self.task(0, "")) == step["ret"], where
+            assert file.write(data, 0, self.task(0)) == step["ret"], where
             file.release()
 
     def _delete(self, step: dict, where: str) -> None:
@@ -246,6 +246,16 @@ class Replay:
                                                          self.client.task)) == step["ret"]
 
     def _read(self, step: dict, where: str) -> None:
+        # The kernel saves a comm when the task is switched out while events
+        # are on, so a capture shows it or <...> depending on the scheduler:
+        # the saved comm is fed in as that read saw it.
+        comms = {comm for comm, _ in printed_lines(step["results"])}
+        assert len(comms) <= 1, f"{where}: comm changed within one read"
+        for comm in comms:
+            if comm == "<...>":
+                self.fs.cmdlines.comms.pop(self.pid, None)
+            else:
+                self.fs.cmdlines.comms[self.pid] = comm
         cpu = _PER_CPU.match(step["path"])
         number = int(cpu[1]) if cpu else None
         pipe = step["path"].endswith("trace_pipe")

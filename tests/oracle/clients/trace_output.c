@@ -386,16 +386,20 @@ static void case_long(void)
 	uint32_t one = 1;
 	event(0, tsmall, &one, 4);
 
-	memset(p, 0, sizeof p);
-	loc = (2700 << 16) | (12 + 1024);
-	memcpy(p, &loc, 4);
-	memset(p + 4, 'S', 1024);
-	for (int i = 0; i < 2700; i++)
-		p[4 + 1024 + i] = (char)i;
-	event(0, tmix, p, 4 + 1024 + 2700);
-
-	one = 2;
-	event(0, tsmall, &one, 4);
+	// The array alone overflows the trace_seq (cut after a comma); with a
+	// shorter one the string is the piece that does not fit, and there is
+	// room left for "[LINE TOO BIG]".
+	for (int n = 2700; n >= 2600; n -= 100) {
+		memset(p, 0, sizeof p);
+		loc = (n << 16) | (12 + 1024);
+		memcpy(p, &loc, 4);
+		memset(p + 4, 'S', 1024);
+		for (int i = 0; i < n; i++)
+			p[4 + 1024 + i] = (char)i;
+		event(0, tmix, p, 4 + 1024 + n);
+		one++;
+		event(0, tsmall, &one, 4);
+	}
 
 	cat("trace", 65536, 0, 100);
 	cat("trace_pipe", 65536, 1, 100);
