@@ -414,7 +414,7 @@ def synth_event_trace(file: EventFileRef, *vals: Value, task: Task | None = None
 
     Raises:
         TracefsError: EINVAL (wrong number of values, tracing off, record
-            too large, not a synthetic event's file), ENODEV (event deleted).
+            too large, a file that is put or not a synthetic event's).
         TypeError: a value of the wrong type for its field.
     """
     synth_event_trace_array(file, vals, task=task)
@@ -442,7 +442,7 @@ def synth_event_trace_start(file: EventFileRef, *, task: Task | None = None) -> 
 
     Raises:
         TracefsError: ENOTSUPP (524) for events with dynamic fields, EINVAL
-            (tracing off, not a synthetic event's file), ENODEV.
+            (tracing off, a file that is put or not a synthetic event's).
     """
     return trace_start(file, task if task is not None else _current_task(file))
 

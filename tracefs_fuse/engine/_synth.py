@@ -31,7 +31,9 @@ Caveats (deliberate deviations):
   * A stack (``long[]``) value is a sequence of addresses, stored the way the
     kernel's hist path stores one (``trace_stack``); the kernel's
     ``synth_event_trace`` would store the pointer itself.
-  * ``print_synth_event`` output longer than a ``trace_seq`` page is not cut.
+  * :meth:`SynthEvent.print_trace` returns the whole text; cutting a line
+    longer than a ``trace_seq`` page is left to the trace output.
+  * ``%pS`` of a stack prints ``0x<address>``: there are no kernel symbols.
 
 Kernel: kernel/trace/trace_events_synth.c, trace_synth.h, 6.12.
 """
@@ -756,17 +758,14 @@ class EventFileRef:
             self.event.file_refs -= 1
 
     def synth_event(self) -> SynthEvent:
-        """The synthetic event behind the file, while it is held and alive.
+        """The synthetic event behind the file (held, so it cannot be gone).
 
         Raises:
-            TracefsError: EINVAL if put or not a synthetic event, ENODEV if
-                the event is gone.
+            TracefsError: EINVAL if put or not a synthetic event.
         """
         event = self.event
         if not self.held or not isinstance(event, SynthEvent):
             raise TracefsError(errno.EINVAL, "not a held synthetic event file")
-        if self.trace_array.events.by_id(event.id) is not event:
-            raise TracefsError(errno.ENODEV, f"{event.name} was removed")
         return event
 
 
@@ -800,7 +799,7 @@ def trace(file: EventFileRef, values: Sequence[SynthValue], task: Task) -> None:
 
     Raises:
         TracefsError: EINVAL for a wrong number of values or a record that
-            cannot be reserved; see :meth:`EventFileRef.synth_event`.
+            cannot be reserved, or a file that is put or not a synthetic event's.
         TypeError: a value of the wrong Python type.
     """
     event = file.synth_event()
@@ -910,7 +909,7 @@ def trace_start(file: EventFileRef, task: Task) -> SynthTraceState:
 
     Raises:
         TracefsError: ENOTSUPP (524) for events with dynamic fields, EINVAL
-            if the record cannot be reserved; see :meth:`EventFileRef.synth_event`.
+            if the record cannot be reserved, or a file that is put or not a synthetic event's.
     """
     event = file.synth_event()
     tr = file.trace_array
