@@ -77,6 +77,11 @@ EVENT_HEADER_ARRAY0 = struct.Struct("<II")
 #: The missed-events count stored after the data: an ``unsigned long``.
 MISSED_COUNT = struct.Struct("<Q")
 
+_pack_header = EVENT_HEADER.pack_into
+_pack_header_array0 = EVENT_HEADER_ARRAY0.pack_into
+#: At most 7 pad bytes: a 5-byte body in a 16-byte event.
+_ZEROS = bytes(8)
+
 
 def subbuf_data_size(subbuf_size: int) -> int:
     """``buffer->subbuf_size``: the data bytes of a sub-buffer (4080 for 4 KiB)."""
@@ -128,7 +133,7 @@ def encode_page_header(page: bytearray, time_stamp: int, commit: int) -> None:
     BUFFER_DATA_PAGE.pack_into(page, 0, time_stamp, commit)
 
 
-def encode_data_event(page: bytearray, offset: int, record: bytes, length: int,
+def encode_data_event(page: bytearray | memoryview, offset: int, record: bytes, length: int,
                       time_delta: int) -> None:
     """Write a data event of ``length`` bytes (from :func:`rb_calculate_event_length`).
 
@@ -137,24 +142,23 @@ def encode_data_event(page: bytearray, offset: int, record: bytes, length: int,
     body length (rounded, plus the 4 bytes of ``array[0]``) in ``array[0]``.
     The bytes between the record's end and the event's end are zeroed (the
     kernel leaves what the writer left; for every writer we emulate that is
-    zero).
+    zero). This is the ring's hot path: pass a ``memoryview`` of the page.
     """
     body = length - RB_EVNT_HDR_SIZE
-    n = len(record)
     if body > RB_MAX_SMALL_DATA:
-        EVENT_HEADER_ARRAY0.pack_into(page, offset, time_delta << 5, body)
+        _pack_header_array0(page, offset, time_delta << 5, body)
         start = offset + 8
     else:
-        EVENT_HEADER.pack_into(page, offset, (body >> 2) | (time_delta << 5))
+        _pack_header(page, offset, (body >> 2) | (time_delta << 5))
         start = offset + 4
-    end = start + n
+    end = start + len(record)
     page[start:end] = record
     stop = offset + length
     if end != stop:
-        page[end:stop] = bytes(stop - end)
+        page[end:stop] = _ZEROS[:stop - end]
 
 
-def encode_time_extend(page: bytearray, offset: int, delta: int) -> None:
+def encode_time_extend(page: bytearray | memoryview, offset: int, delta: int) -> None:
     """Write an 8-byte TIME_EXTEND carrying ``delta`` (``rb_add_time_stamp``).
 
     ``delta = (array[0] << 27) + time_delta``; the caller has already zeroed

@@ -20,9 +20,13 @@ Rules:
     so ``stats``, the ``trace`` header and the mmap meta page come out exact,
     quirks included (a sub-buffer size change keeps stale counters; a reset
     keeps stale page time stamps).
-  * The write path allocates nothing but the clock reading: each sub-buffer is
-    a preallocated ``bytearray`` holding the whole page image; its 16-byte
-    header is packed only when the page is handed out.
+  * The write path allocates nothing: each sub-buffer is a preallocated
+    ``bytearray`` holding the whole page image; its 16-byte header is packed
+    only when the page is handed out.
+  * Like the kernel, a ``read()`` of a page the writer has left trades the
+    page's memory for the reader's spare (one spare is pooled per CPU), so
+    stale time stamps travel between pages as they do on 6.18 (visible in
+    ``oldest event ts`` after a reset).
   * Calls are all-or-nothing: a call that raises changed nothing.
 
 Caveats:
@@ -50,13 +54,13 @@ from typing import Iterator
 
 import msgspec
 
-from ._clock import TraceClock, format_ts
+from ._clock import ClockSource, TraceClock, format_ts
 from ._errors import TracefsError, WouldBlock
 from ._kstrto import kstrtoul_from_user
 from ._page import (BUF_PAGE_HDR_SIZE, BUFFER_DATA_PAGE, EVENT_HEADER_ARRAY0, MISSED_COUNT,
                     PAGE_SIZE, RB_EVNT_MIN_SIZE, RB_LEN_TIME_EXTEND, RB_MAX_SMALL_DATA,
                     RINGBUF_TYPE_DATA_TYPE_LEN_MAX, RINGBUF_TYPE_PADDING, TS_EXTEND_MAX,
-                    TS_MASK, TS_SHIFT, encode_commit, encode_data_event,
+                    TS_MASK, TS_SHIFT, encode_commit, encode_data_event, rb_calculate_event_length,
                     encode_discard_padding, encode_null_padding, encode_time_extend,
                     subbuf_data_size)
 
@@ -69,6 +73,9 @@ MAX_SUBBUF_ORDER = 7
 DEFAULT_MAX_NR_PAGES = 65536
 
 _NOT_TS = ~TS_MASK
+#: Event lengths of records shorter than a page, looked up on the write path.
+_SMALL_RECORDS = PAGE_SIZE
+_EVENT_LENGTHS = [rb_calculate_event_length(n) for n in range(_SMALL_RECORDS)]
 #: ``info->read`` of a reader with no page to hand out (``(unsigned int)-1``).
 _NO_PAGE = 1 << 32
 _U64 = (1 << 64) - 1
@@ -172,11 +179,13 @@ class BufferPage:
     page's ``commit`` are kept apart in ``missed`` (a signed addend).
     """
 
-    __slots__ = ("data", "time_stamp", "commit", "missed", "entries", "read", "real_end",
-                 "id", "next", "prev", "dirty")
+    __slots__ = ("data", "view", "time_stamp", "commit", "missed", "entries", "read",
+                 "real_end", "id", "next", "prev", "dirty")
 
     def __init__(self, subbuf_size: int) -> None:
         self.data = bytearray(subbuf_size)
+        #: Writes go through a view: slice stores into it are cheaper.
+        self.view = memoryview(self.data)
         self.time_stamp = 0
         self.commit = 0
         self.missed = 0
@@ -203,10 +212,11 @@ class BufferPage:
 class ReadPage:
     """``struct buffer_data_read_page``: a reader's spare sub-buffer."""
 
-    __slots__ = ("data", "time_stamp")
+    __slots__ = ("data", "view", "time_stamp")
 
     def __init__(self, subbuf_size: int) -> None:
         self.data = bytearray(subbuf_size)
+        self.view = memoryview(self.data)
         self.time_stamp = 0
 
 
@@ -219,10 +229,11 @@ def _link_ring(pages: list[BufferPage]) -> None:
 class CpuBuffer:
     """``struct ring_buffer_per_cpu``: one CPU's ring of sub-buffers and its reader."""
 
-    def __init__(self, cpu: int, nr_pages: int, subbuf_size: int, clock: TraceClock,
+    def __init__(self, cpu: int, nr_pages: int, subbuf_size: int, read_clock: ClockSource,
                  overwrite: bool) -> None:
         self.cpu = cpu
-        self.clock = clock
+        #: ``buffer->clock``.
+        self.read_clock = read_clock
         self.overwrite = overwrite
         self.subbuf_size = subbuf_size
         #: ``buffer->subbuf_size``: the data bytes of a page.
@@ -303,25 +314,19 @@ class CpuBuffer:
         n = len(record)
         if n > self.max_data_size:
             return False
-        # rb_calculate_event_length()
-        if n > RB_MAX_SMALL_DATA:
-            length = ((n + 3) & ~3) + 8
-        else:
-            length = ((n or 1) + 7) & ~3
-            if length == 12:
-                length = 16
+        length = _EVENT_LENGTHS[n] if n < _SMALL_RECORDS else rb_calculate_event_length(n)
         page = self.tail_page
         w = page.commit
-        ts = self.clock.read()
-        delta = 0
-        total = length
+        ts = self.read_clock()
         if w:
             # __rb_reserve_next(): the first event on a page uses the page's
             # time stamp (delta 0); others need a TIME_EXTEND if the delta
             # does not fit 27 bits (a negative one, as a u64, never does).
             delta = ts - self.write_stamp
-            if delta & _NOT_TS:
-                total += RB_LEN_TIME_EXTEND
+            total = length + RB_LEN_TIME_EXTEND if delta & _NOT_TS else length
+        else:
+            delta = 0
+            total = length
         if w + total > self.bsize:
             if not self._move_tail(w, total):
                 return False
@@ -329,8 +334,8 @@ class CpuBuffer:
             page = self.tail_page
             w = delta = 0
             total = length
-            ts = self.clock.read()
-        data = page.data
+            ts = self.read_clock()
+        data = page.view
         off = BUF_PAGE_HDR_SIZE + w
         if total != length:
             # rb_add_timestamp(): deltas beyond 59 bits (or negative: the
@@ -419,7 +424,11 @@ class CpuBuffer:
         head page becomes the reader page. Events overwritten since the last
         swap become ``lost_events``.
         """
-        reader: BufferPage | None = None
+        reader: BufferPage | None = self.reader_page
+        if reader.read < reader.commit:  # the common case: more to read here
+            if not reader.read:
+                self.read_stamp = reader.time_stamp
+            return reader
         for _ in range(3):
             reader = self.reader_page
             if reader.read < reader.commit:
@@ -546,12 +555,13 @@ class CpuBuffer:
             size = self._advance(reader, min(length, commit - read))
             if not size:
                 return False
-            spare.data[BUF_PAGE_HDR_SIZE:BUF_PAGE_HDR_SIZE + size] = reader.data[start:start + size]
+            spare.view[BUF_PAGE_HDR_SIZE:BUF_PAGE_HDR_SIZE + size] = reader.view[start:start + size]
             spare.time_stamp = time_stamp
         else:
             self.read += reader.entries
             self.read_bytes += commit
             spare.data, reader.data = reader.data, spare.data
+            spare.view, reader.view = reader.view, spare.view
             spare.time_stamp, reader.time_stamp = reader.time_stamp, spare.time_stamp
             size = reader.real_end or commit
             reader.commit = reader.entries = reader.read = reader.missed = 0
@@ -603,26 +613,32 @@ class CpuBuffer:
         reader, off, header, array0 = found
         type_len = header & 31
         if type_len:
-            body = reader.data[off + 4:off + 4 + type_len * 4]
+            body = bytes(reader.view[off + 4:off + 4 + type_len * 4])
         else:
-            body = reader.data[off + 8:off + 4 + array0]
-        return self.read_stamp + (header >> 5), bytes(body)
+            body = bytes(reader.view[off + 8:off + 4 + array0])
+        return self.read_stamp + (header >> 5), body
 
     def consume(self) -> TraceRecord | None:
         """``ring_buffer_consume``: take the next event, with the events lost before it."""
-        peeked = self.peek()
-        if peeked is None:
+        found = self._next_data_event()
+        if found is None:
             return None
-        ts, body = peeked
+        reader, off, header, array0 = found
+        type_len = header & 31
+        if type_len:
+            length = type_len * 4 + 4
+            body = bytes(reader.view[off + 4:off + length])
+        else:
+            length = array0 + 4
+            body = bytes(reader.view[off + 8:off + length])
+        ts = self.read_stamp + (header >> 5)
         lost = self.lost_events
         self.lost_events = 0
-        reader = self.reader_page
-        length = len(body) + (4 if len(body) <= RB_MAX_SMALL_DATA else 8)
         reader.read += length
         self.read_bytes += length
         self.read += 1
         self.read_stamp = ts
-        return TraceRecord(cpu=self.cpu, ts=ts, data=body, lost_events=lost)
+        return TraceRecord(self.cpu, ts, body, lost)
 
     def iterate(self) -> Iterator[TraceRecord]:
         """``ring_buffer_iter``: every unread event, oldest first, not consumed.
@@ -1022,7 +1038,7 @@ class RingBuffer:
         #: ``array_buffer.time_start``: the clock at the last full reset.
         self.time_start = 0
         nr_pages = self._nr_pages_for(subbuf_size, trace_buf_size if expanded else 1)
-        self.cpus = tuple(CpuBuffer(cpu, nr_pages, subbuf_size, clock, overwrite)
+        self.cpus = tuple(CpuBuffer(cpu, nr_pages, subbuf_size, clock.read, overwrite)
                           for cpu in range(nr_cpus))
 
     @staticmethod
@@ -1044,7 +1060,7 @@ class RingBuffer:
         """``tracing_set_clock``: switch clocks and reset, even to the same clock."""
         self._clock = clock
         for cpu_buffer in self.cpus:
-            cpu_buffer.clock = clock
+            cpu_buffer.read_clock = clock.read
         self.reset()
 
     @property
@@ -1178,11 +1194,14 @@ class RingBuffer:
         Raises:
             WouldBlock: no event (EAGAIN for O_NONBLOCK).
         """
-        best = self._peek_cpu(cpu)
-        if best is None:
+        if cpu is None:
+            best = self._peek_cpu(None)
+            if best is None:
+                raise WouldBlock("no events")
+            cpu = best[0]
+        record = self.cpus[cpu].consume()
+        if record is None:
             raise WouldBlock("no events")
-        record = self.cpus[best[0]].consume()
-        assert record is not None
         return record
 
     def open_iterator(self, cpu: int | None = None) -> TraceIterator:
