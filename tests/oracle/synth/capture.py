@@ -1,7 +1,8 @@
 """Run synth_capture.sh on the kernel oracle(s) and write the golden JSON.
 
-    .venv/bin/python tests/oracle/synth/capture.py            # both kernels, writes the golden
-    .venv/bin/python tests/oracle/synth/capture.py --parse OUT.txt [--variant base]
+    .venv/bin/python tests/oracle/synth/capture.py              # both kernels, writes the golden
+    .venv/bin/python tests/oracle/synth/capture.py --only base  # one kernel, keeps the other
+    .venv/bin/python tests/oracle/synth/capture.py --parse OUT.txt
 
 Two kernels, both Debian's 6.12.117 from the shared oracle
 (/work/shared/tools/kernel-oracle): "base" is the shared build (synthetic
@@ -75,20 +76,23 @@ def run(variant: str, workdir: Path) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--parse", type=Path, help="parse a saved VM output instead of running")
-    ap.add_argument("--variant", default="base", choices=sorted(VARIANTS))
+    ap.add_argument("--parse", type=Path, help="print a saved VM output as JSON instead")
+    ap.add_argument("--only", choices=sorted(VARIANTS), action="append",
+                    help="capture only this variant (others stay as in the golden file)")
     args = ap.parse_args()
     if args.parse:
         json.dump(parse(args.parse.read_text(encoding="latin-1")), sys.stdout, indent=1)
         return 0
-    golden: dict = {"captured_with": "tests/oracle/synth/synth_capture.sh via capture.py",
+    golden: dict = {"captured_with": "tests/oracle/synth/capture.py (synth_capture.sh)",
                     "variants": {}}
+    if GOLDEN.exists():
+        golden["variants"] = json.loads(GOLDEN.read_text(encoding="utf-8"))["variants"]
     with tempfile.TemporaryDirectory() as tmp:
-        for variant in VARIANTS:
+        for variant in args.only or list(VARIANTS):
             cases = parse(run(variant, Path(tmp)))
-            kernel = cases.pop("meta")
-            golden["variants"][variant] = {"kernel": kernel["kernel"].strip(),
-                                           "config": kernel["config"].split(),
+            meta = cases.pop("meta")
+            golden["variants"][variant] = {"kernel": meta["kernel"].strip(),
+                                           "config": meta["config"].split(),
                                            "cases": cases}
     GOLDEN.write_text(json.dumps(golden, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {GOLDEN}")

@@ -48,8 +48,10 @@ rawpages() {
 echo "@@ meta kernel"
 uname -r
 echo "@@ meta config"
-if [ -e kprobe_events ]; then echo kprobe_events; fi
-if [ -e "$T/events/ftrace/print" ]; then :; fi
+if [ -e kprobe_events ]; then echo CONFIG_KPROBE_EVENTS; fi
+if [ -e synthetic_events ]; then echo CONFIG_SYNTH_EVENTS; fi
+if [ -e user_events_data ]; then echo CONFIG_USER_EVENTS; fi
+if [ -e uprobe_events ]; then echo CONFIG_UPROBE_EVENTS; fi
 
 # ---------------------------------------------------------------- types
 i=0
