@@ -330,9 +330,11 @@ class Small:
 
     def __init__(self, buffer_size_kb: int = 1410) -> None:
         self.clock = ManualClock(1_000_000_000)
-        self.fs = Tracefs(nr_cpus=2, memory=FakeMemory(), clocks=TraceClocks.from_source(self.clock),
-                          buffer_size_kb=buffer_size_kb, marker_ip=0xFFFFFFFF81000000)
-        self.output = TraceOutput(self.fs.top, nr_cpus=2, ksym=marker_symbols(0xFFFFFFFF81000000))
+        ip = 0xFFFFFFFF81000000
+        self.fs = Tracefs(nr_cpus=2, memory=FakeMemory(),
+                          clocks=TraceClocks.from_source(self.clock),
+                          buffer_size_kb=buffer_size_kb, marker_ip=ip)
+        self.output = TraceOutput(self.fs.top, nr_cpus=2, ksym=marker_symbols(ip))
 
     def mark(self, text: str, cpu: int = 0, pid: int = 7) -> None:
         self.clock.advance(1000)
@@ -340,7 +342,8 @@ class Small:
         self.fs.file("trace_marker").open(os.O_WRONLY, task).write(text.encode(), 0, task)
 
     def line(self, text: str, cpu: int = 0, usecs: int = 1) -> str:
-        return f"               w-7       [{cpu:03d}] ...1.     1.{usecs:06d}: tracing_mark_write: {text}\n"
+        return (f"               w-7       [{cpu:03d}] ...1.     1.{usecs:06d}: "
+                f"tracing_mark_write: {text}\n")
 
     def trace(self, cpu: int | None = None, size: int = 65536) -> str:
         file = self.output.open_trace(os.O_RDONLY, cpu)

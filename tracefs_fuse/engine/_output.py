@@ -262,10 +262,11 @@ def render_header(totals: tuple[int, int], nr_cpus: int, options: OutputOptions)
             f"# entries-in-buffer/entries-written: {entries}/{total}   #P:{nr_cpus}\n#\n")
     tgid = options.record_tgid
     if not options.irq_info:
-        return text + (
-            f"#           TASK-PID    {'   TGID   ' if tgid else ''} CPU#     TIMESTAMP  FUNCTION\n"
-            f"#              | |      {'     |    ' if tgid else ''}   |         |         |\n")
+        title, bar = ("   TGID   ", "     |    ") if tgid else ("", "")
+        return text + (f"#           TASK-PID    {title} CPU#     TIMESTAMP  FUNCTION\n"
+                       f"#              | |      {bar}   |         |         |\n")
     pad = " " * (12 if tgid else 2)
+    tgid_title, tgid_bar = ("     TGID   ", "       |    ") if tgid else ("  ", "  ")
     return text + (
         f"#                            {pad}  _-----=> irqs-off/BH-disabled\n"
         f"#                            {pad} / _----=> need-resched\n"
@@ -273,8 +274,8 @@ def render_header(totals: tuple[int, int], nr_cpus: int, options: OutputOptions)
         f"#                            {pad}|| / _--=> preempt-depth\n"
         f"#                            {pad}||| / _-=> migrate-disable\n"
         f"#                            {pad}|||| /     delay\n"
-        f"#           TASK-PID  {'     TGID   ' if tgid else '  '} CPU#  |||||  TIMESTAMP  FUNCTION\n"
-        f"#              | |    {'       |    ' if tgid else '  '}   |   |||||     |         |\n")
+        f"#           TASK-PID  {tgid_title} CPU#  |||||  TIMESTAMP  FUNCTION\n"
+        f"#              | |    {tgid_bar}   |   |||||     |         |\n")
 
 
 # -- the open files ---------------------------------------------------------------------
