@@ -47,7 +47,7 @@ class Page:
 
 
 def _u32(buf: bytes, off: int) -> int:
-    return struct.unpack_from("<I", buf, off)[0]
+    return int(struct.unpack_from("<I", buf, off)[0])
 
 
 def decode_page(buf: bytes, subbuf_size: int = 4096, *, zero_tail: bool = True) -> Page:

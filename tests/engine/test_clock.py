@@ -109,4 +109,5 @@ def test_clock_counter_ticks_of_a_reset_write_and_stats() -> None:
     stats = buffer.render_stats(0).decode().splitlines()
     assert stats[4:6] == ["oldest event ts: 2", "now ts: 4"]
     assert buffer.time_start == 1
-    assert [r.ts for r in buffer.open_iterator()] == [2, 3]
+    with buffer.open_iterator() as events:
+        assert [r.ts for r in events] == [2, 3]

@@ -18,9 +18,8 @@ from tests.engine.pagedecode import PageError, decode_page
 from tracefs_fuse.engine import _page
 from tracefs_fuse.engine._page import (HEADER_EVENT, encode_commit, encode_data_event,
                                        encode_discard_padding, encode_null_padding,
-                                       encode_page_header, encode_time_extend, event_length,
-                                       event_ts_length, rb_calculate_event_length,
-                                       render_header_page)
+                                       encode_page_header, encode_time_extend,
+                                       rb_calculate_event_length, render_header_page)
 
 # (record length, event length, type_len): RB_MAX_SMALL_DATA is 112; the
 # 12-byte event grows to 16 (rb_calculate_event_length).
@@ -38,8 +37,9 @@ def test_page_event_length_rules(record: int, length: int, type_len: int) -> Non
     encode_data_event(page, 16, b"\xaa" * record, length, 0)
     header = struct.unpack_from("<I", page, 16)[0]
     assert header & 31 == type_len
-    assert event_length(page, 16) == length
-    if type_len == 0:
+    if type_len:
+        assert 4 + 4 * type_len == length
+    else:
         # array[0] is the rounded body plus its own 4 bytes.
         assert struct.unpack_from("<I", page, 20)[0] == length - 4
 
@@ -99,18 +99,8 @@ def test_page_paddings() -> None:
     encode_discard_padding(page, 0, 52)
     # type 29, time_delta 1, array[0] = 48 (RB_EVNT_HDR_SIZE excluded).
     assert page[:8].hex() == "3d00000030000000"
-    assert event_length(page, 0) == 52
     encode_null_padding(page, 60)
     assert page[60:64].hex() == "1d000000"
-
-
-def test_page_event_ts_length_pairs_extend_with_event() -> None:
-    page = bytearray(64)
-    encode_time_extend(page, 0, 1 << 30)
-    encode_data_event(page, 8, bytes(16), 20, 0)
-    assert event_length(page, 0) == 8
-    assert event_ts_length(page, 0) == 28
-    assert event_ts_length(page, 8) == 20
 
 
 def test_page_round_trip_through_independent_decoder() -> None:

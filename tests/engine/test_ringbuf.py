@@ -43,6 +43,17 @@ def record(n: int, seq: int = 0) -> bytes:
     return struct.pack("<HBBi", 19, 0, 1, seq) + bytes(n - 8)
 
 
+def seqs_of(buffer: RingBuffer, cpu: int | None = None) -> list[int]:
+    """The sequence numbers of the events in the buffer, without consuming them."""
+    with buffer.open_iterator(cpu) as events:
+        return [struct.unpack_from("<i", r.data, 4)[0] for r in events]
+
+
+def times_of(buffer: RingBuffer, cpu: int | None = None) -> list[int]:
+    with buffer.open_iterator(cpu) as events:
+        return [r.ts for r in events]
+
+
 def drain(buffer: RingBuffer, cpu: int, size: int) -> list[bytes | str]:
     """Read ``trace_pipe_raw`` with O_NONBLOCK until EAGAIN, like the capture did."""
     reader = buffer.open_raw_reader(cpu)
@@ -404,7 +415,7 @@ def test_ringbuf_events_across_time_extends_keep_their_times() -> None:
     for gap in (0, 2**27 + 12345, 3, 2**33 + 7, 5):
         times.append(clock.advance(gap))
         buffer.write(0, record(16))
-    assert [r.ts for r in buffer.open_iterator(0)] == times
+    assert times_of(buffer, 0) == times
     assert [buffer.consume_nowait(0).ts for _ in times] == times
 
 
@@ -464,7 +475,8 @@ def test_ringbuf_consume_merges_cpus_by_time_lowest_cpu_first() -> None:
     assert peeked == TraceRecord(cpu=1, ts=10, data=record(10, 10) + bytes(2))
     assert buffer.peek() == peeked  # not consumed
     assert buffer.peek(0) == TraceRecord(cpu=0, ts=20, data=record(10, 20) + bytes(2))
-    order = [(r.cpu, r.ts) for r in iter(buffer.open_iterator())]
+    with buffer.open_iterator() as events:
+        order = [(r.cpu, r.ts) for r in events]
     assert order == [(1, 10), (0, 20), (1, 20), (0, 30), (1, 5000)]
     assert buffer.consume_nowait(1).ts == 10
     got = []
@@ -479,14 +491,13 @@ def test_ringbuf_consume_merges_cpus_by_time_lowest_cpu_first() -> None:
 
 def test_ringbuf_iterator_does_not_consume_and_starts_after_reads() -> None:
     buffer, clock = make_buffer(8)
-    for i in range(400):  # wraps: 3 pages of 204 20-byte events... no, 400 < 612
+    for i in range(400):  # 20-byte events: 204 a page, 3 pages
         clock.advance(7)
         buffer.write(0, record(16, i))
     buffer.consume_nowait(0)
     buffer.consume_nowait(0)
-    with buffer.open_iterator(0) as it:
-        seqs = [struct.unpack_from("<i", r.data, 4)[0] for r in it]
-        times = [r.ts for r in buffer.open_iterator(0)]
+    seqs = seqs_of(buffer, 0)
+    times = times_of(buffer, 0)
     assert seqs == list(range(2, 400))
     assert times == [1_000_000_000 + 7 * (i + 1) for i in range(2, 400)]
     assert buffer.get_total_entries().entries == 398
@@ -543,10 +554,12 @@ def test_ringbuf_subbuf_order_keeps_counters_and_stale_size() -> None:
     with pytest.raises(TracefsError) as exc:
         buffer.set_subbuf_order(1)
     assert exc.value.errno == errno.EBUSY
-    small, _ = make_buffer(8, max_nr_pages=2)
+    small, _ = make_buffer(8, max_nr_pages=3)
+    small.set_subbuf_order(1)  # 3 pages of 4080 fit 2 pages of 8176
     with pytest.raises(TracefsError) as exc:
-        small.set_subbuf_order(0) or small.set_subbuf_order(1) or small.set_subbuf_order(0)
+        small.set_subbuf_order(0)  # back to 4 KiB would take 5 pages
     assert exc.value.errno == errno.ENOMEM
+    assert small.subbuf_size == 8192
 
 
 def test_ringbuf_statistics() -> None:
@@ -869,3 +882,96 @@ def test_ringbuf_every_record_is_read_buffered_or_overrun(ops: list[tuple[Any, .
         assert (ledger.seen[cpu] + ledger.by_get_reader[cpu] + stats.overrun
                 == ledger.written[cpu])
     check_counters(buffer, ledger)
+
+
+# -- corners ----------------------------------------------------------------------------------
+
+
+def test_ringbuf_filler_wider_than_a_read_is_not_taken() -> None:
+    """A read too small for the page's trailing filler returns 0, as the kernel."""
+    buffer, _ = make_buffer()
+    for i in range(60):
+        buffer.write(0, record(60, i))  # 64-byte events: 3840 bytes
+    buffer.write(0, record(392, 60))  # 400 bytes do not fit: a 240-byte filler
+    got = []
+    while page := buffer.read_page_nowait(0, 16 + 64):  # one event a read
+        got += decode_page(page).events
+    assert len(got) == 60  # stuck before the filler
+    assert decode_page(buffer.read_page_nowait(0, PAGE)).paddings == [(16, 1, 240)]
+    assert decode_page(buffer.read_page_nowait(0, PAGE)).events[0].data[4] == 60
+
+
+def test_ringbuf_peek_and_consume_long_records() -> None:
+    buffer, clock = make_buffer()
+    buffer.write(0, record(200, 7))
+    peeked = buffer.peek(0)
+    assert peeked is not None and peeked.data == record(200, 7)
+    assert buffer.consume_nowait(0) == peeked
+
+
+def test_ringbuf_spare_pool_and_reader_close() -> None:
+    buffer, _ = make_buffer()
+    buffer.write(0, record(16))
+    first, second = buffer.open_raw_reader(0), buffer.open_raw_reader(0)
+    first.read_nowait(PAGE)
+    with pytest.raises(WouldBlock):
+        second.read_nowait(PAGE)
+    first.close()
+    pooled = buffer.cpus[0].free_page
+    second.close()  # the pool holds one page: the first stays
+    assert buffer.cpus[0].free_page is pooled is not None
+    first.close()
+
+
+def test_ringbuf_reader_drops_spare_of_old_size() -> None:
+    buffer, _ = make_buffer(16)
+    buffer.write(0, record(16))
+    reader = buffer.open_raw_reader(0)
+    assert len(reader.read_nowait(512)) == 512  # a page is pending in pieces
+    buffer.set_subbuf_order(1)
+    buffer.write(0, record(16))
+    assert len(reader.read_nowait(16384)) == 8192  # the old page is dropped
+
+
+def test_ringbuf_watermark_never_counts_the_page_being_written() -> None:
+    buffer, _ = make_buffer(8)
+    buffer.write(0, record(60))
+    buffer.read_page_nowait(0, PAGE)  # copied: the writer stays on the reader page
+    for _ in range(62):
+        buffer.write(0, record(60))
+    assert buffer.cpus[0].reader_page is buffer.cpus[0].tail_page
+    assert buffer.watermark_hit(0, 0) and not buffer.watermark_hit(0, 1)
+
+
+def test_ringbuf_shrink_while_writing_on_the_reader_page() -> None:
+    """rb_remove_pages: with the writer on the reader page, pages after the head go."""
+    buffer, _ = make_buffer(16)
+    for i in range(10):
+        buffer.write(0, record(16, i))
+    buffer.read_page_nowait(0, PAGE)
+    buffer.write(0, record(16, 10))
+    buffer.write_buffer_size_kb(b"8")
+    assert buffer.statistics().cpus[0].nr_pages == 3
+    assert seqs_of(buffer, 0) == [10]
+    for i in range(11, 1000):
+        buffer.write(0, record(16, i))
+    # The reader page is never overwritten: the gap is after it (204 events).
+    assert seqs_of(buffer, 0) == list(range(10, 204)) + list(range(408, 1000))
+    assert buffer.statistics().cpus[0].overrun == 204
+
+
+def test_ringbuf_take_mmap_update_needs_a_mapping() -> None:
+    buffer, clock = make_buffer()
+    with pytest.raises(TracefsError) as exc:
+        buffer.cpus[0].take_mmap_update()
+    assert exc.value.errno == errno.ENODEV
+    buffer.map(0, 0, 1)
+    assert [offset for offset, _ in buffer.cpus[0].take_mmap_update().stores] == [0]
+
+
+def test_ringbuf_clock_and_overwrite_properties() -> None:
+    clocks = TraceClocks.from_source(ManualClock(3))
+    buffer = RingBuffer(1, clocks["mono"])
+    assert buffer.clock is clocks["mono"] and buffer.overwrite
+    buffer.overwrite = False
+    assert not buffer.overwrite and not buffer.statistics().overwrite

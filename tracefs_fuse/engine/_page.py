@@ -107,11 +107,6 @@ def rb_calculate_event_length(length: int) -> int:
     return length
 
 
-def event_header(type_len: int, time_delta: int) -> int:
-    """The first u32 of an event: ``type_len | time_delta << 5``."""
-    return type_len | (time_delta << 5)
-
-
 def encode_commit(size: int, *, missed_events: bool = False,
                   missed_stored: bool = False) -> int:
     """``commit`` as a signed ``local_t``, flags sign-extended like the kernel.
@@ -187,24 +182,6 @@ def encode_null_padding(page: bytearray, offset: int) -> None:
     word is written (there may be just 4 bytes of room).
     """
     EVENT_HEADER.pack_into(page, offset, RINGBUF_TYPE_PADDING)
-
-
-def event_length(page: bytes | bytearray, offset: int) -> int:
-    """``rb_event_length`` of the (non-null) event at ``offset``."""
-    header = EVENT_HEADER.unpack_from(page, offset)[0]
-    type_len = header & 31
-    if type_len == 0 or type_len == RINGBUF_TYPE_PADDING:
-        return EVENT_HEADER.unpack_from(page, offset + 4)[0] + RB_EVNT_HDR_SIZE
-    if type_len >= RINGBUF_TYPE_TIME_EXTEND:
-        return RB_LEN_TIME_EXTEND
-    return type_len * RB_ALIGNMENT + RB_EVNT_HDR_SIZE
-
-
-def event_ts_length(page: bytes | bytearray, offset: int) -> int:
-    """``rb_event_ts_length``: a TIME_EXTEND counts with the event it precedes."""
-    if page[offset] & 31 >= RINGBUF_TYPE_TIME_EXTEND:
-        return RB_LEN_TIME_EXTEND + event_length(page, offset + RB_LEN_TIME_EXTEND)
-    return event_length(page, offset)
 
 
 def render_header_page(subbuf_size: int) -> bytes:

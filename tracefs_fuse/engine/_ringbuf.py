@@ -384,10 +384,10 @@ class CpuBuffer:
     def _reset_tail(self, page: BufferPage, tail: int, length: int) -> None:
         """``rb_reset_tail``: fill the rest of the page the event did not fit in."""
         bsize = self.bsize
-        if tail >= bsize:
+        if tail == bsize:
             # A page filled exactly: nothing to pad, and no real end to trim.
-            if tail == bsize:
-                page.real_end = 0
+            # (The kernel also sees tail > bsize, from interrupting writers.)
+            page.real_end = 0
             return
         # Remember where the events end: a reader trims the padding to it
         # (and may store the lost-events count there).
@@ -424,11 +424,12 @@ class CpuBuffer:
         head page becomes the reader page. Events overwritten since the last
         swap become ``lost_events``.
         """
-        reader: BufferPage | None = self.reader_page
-        if reader.read < reader.commit:  # the common case: more to read here
-            if not reader.read:
-                self.read_stamp = reader.time_stamp
-            return reader
+        current = self.reader_page
+        if current.read < current.commit:  # the common case: more to read here
+            if not current.read:
+                self.read_stamp = current.time_stamp
+            return current
+        reader: BufferPage | None = None
         for _ in range(3):
             reader = self.reader_page
             if reader.read < reader.commit:
@@ -653,7 +654,8 @@ class CpuBuffer:
         read = page.read
         stamp = self.read_stamp if read else page.time_stamp
         unpack = EVENT_HEADER_ARRAY0.unpack_from
-        for _ in range(self.nr_pages + 1):
+        # Bounded by the page count: the reader page and the whole ring.
+        for _ in range(self.nr_pages + 1):  # pragma: no branch
             commit = page.commit
             data = bytes(memoryview(page.data)[:BUF_PAGE_HDR_SIZE + commit])
             off = BUF_PAGE_HDR_SIZE + read
@@ -688,10 +690,9 @@ class CpuBuffer:
 
     def nr_dirty_pages(self) -> int:
         """``ring_buffer_nr_dirty_pages``: pages written and not yet read or lost."""
-        touched = self.pages_touched - self.pages_lost
-        if touched < self.pages_read:
-            return 0
-        return touched - self.pages_read
+        # The reader may have swapped in a page the writer never left, and
+        # removed pages count as lost: never below zero.
+        return max(0, self.pages_touched - self.pages_lost - self.pages_read)
 
     def watermark_hit(self, full: int) -> bool:
         """``rb_watermark_hit``: is there data, and ``full`` percent of the ring?
@@ -766,8 +767,9 @@ class CpuBuffer:
             if reader.read < reader.commit:
                 self._advance(reader, reader.commit)
                 break
-            reader = self._get_reader_page()
-            assert reader is not None
+            swapped = self._get_reader_page()
+            assert swapped is not None  # not empty, and the old page is read
+            reader = swapped
             missed = self.lost_events
             if missed and reader is not self.tail_page:
                 if reader.real_end:
