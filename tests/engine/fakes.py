@@ -80,7 +80,7 @@ class FakeRecorder:
         self.max_length = max_length
         self.entries: list[tuple[bytes, Task]] = []
 
-    def can_record(self, length: int) -> bool:
+    def can_record(self, length: int, cpu: int) -> bool:
         return self.on and length <= self.max_length
 
     def record(self, entry: bytes, task: Task) -> None:

@@ -335,6 +335,9 @@ class Small:
                           clocks=TraceClocks.from_source(self.clock),
                           buffer_size_kb=buffer_size_kb, marker_ip=ip)
         self.output = TraceOutput(self.fs.top, nr_cpus=2, ksym=marker_symbols(ip))
+        # Markers alone do not save comms (only a context switch while event
+        # tracing is on does): give the writer one, as if that had happened.
+        self.fs.cmdlines.save_comm(Task(pid=7, tgid=Tgid(7), comm="w"))
 
     def mark(self, text: str, cpu: int = 0, pid: int = 7) -> None:
         self.clock.advance(1000)

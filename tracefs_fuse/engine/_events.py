@@ -93,8 +93,8 @@ class TraceEvent:
 class RecordSink(Protocol):
     """Where an enabled event's records go: one trace array."""
 
-    def can_record(self, length: int) -> bool:
-        """Would a record of ``length`` bytes be kept (tracing on, fits)?"""
+    def can_record(self, length: int, cpu: int) -> bool:
+        """Would a record of ``length`` bytes from ``cpu`` be kept (tracing on, fits)?"""
         ...
 
     def record(self, entry: bytes, task: Task) -> None:

@@ -67,9 +67,11 @@ def mark_write(tr: TraceArray, data: bytes, task: Task, ip: int) -> int:
     Raises:
         TracefsError: EBADF while tracing is off.
     """
+    if not tr.options["markers"]:
+        raise TracefsError(errno.EINVAL, "the markers option is off")
     meta = TRACE_ENTRY.size + _PRINT_HEAD.size + 2  # room for "\n" and "\0"
     count = min(len(data), tr.max_entry_size - meta)
-    if not tr.can_record(count + meta):
+    if not tr.can_record(count + meta, task.cpu):
         raise TracefsError(errno.EBADF, "tracing is off")
     text = data[:count]
     tail = b"\0\0" if text.endswith(b"\n") else b"\n\0"
@@ -86,9 +88,11 @@ def mark_raw_write(tr: TraceArray, data: bytes, task: Task) -> int:
         TracefsError: EINVAL for fewer than 4 bytes or more than fits a
             sub-buffer, EBADF while tracing is off.
     """
+    if not tr.options["markers"]:
+        raise TracefsError(errno.EINVAL, "the markers option is off")
     if len(data) < 4 or len(data) > tr.max_entry_size - TRACE_ENTRY.size:
         raise TracefsError(errno.EINVAL, f"raw marker of {len(data)} bytes")
-    if not tr.can_record(TRACE_ENTRY.size + len(data)):
+    if not tr.can_record(TRACE_ENTRY.size + len(data), task.cpu):
         raise TracefsError(errno.EBADF, "tracing is off")
     tr.record(TRACE_ENTRY.pack(TRACE_RAW_DATA, 0, _MARKER_PREEMPT_COUNT, task.pid) + data, task)
     return len(data)

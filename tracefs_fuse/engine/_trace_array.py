@@ -21,6 +21,7 @@ from typing import Iterable, Protocol
 
 from ._errors import TracefsError
 from ._events import EventFile, EventTable, TraceEvent
+from ._options import TraceOptions
 from ._page import RB_EVNT_HDR_SIZE, subbuf_data_size
 from ._task import Task
 
@@ -45,23 +46,41 @@ class TraceBuffer(Protocol):
     def record_is_on(self) -> bool:
         ...
 
+    overwrite: bool
+
 
 class SavedCmdlines:
-    """``saved_cmdlines`` / ``saved_tgids``: the last comm and tgid seen per pid."""
+    """``saved_cmdlines`` / ``saved_tgids``: the last comm and tgid seen per pid.
 
-    def __init__(self, size: int = 128) -> None:
+    The kernel saves a comm when a task is scheduled while event tracing is
+    on (the ``sched_switch`` probe behind ``record-cmd``), and a tgid only
+    with ``record-tgid``; the trace array calls :meth:`save_comm` and
+    :meth:`save_tgid` under those same conditions, for the writers it sees.
+    """
+
+    #: The size this machine's 6.18 reports (one page of slots).
+    DEFAULT_SIZE = 6552
+
+    def __init__(self, size: int = DEFAULT_SIZE) -> None:
         self.size = size
         self.comms: dict[int, str] = {}
         self.tgids: dict[int, int] = {}
 
-    def save(self, task: Task) -> None:
+    def save_comm(self, task: Task) -> None:
         comms = self.comms
         if comms.get(task.pid) != task.comm:
             comms.pop(task.pid, None)
             if len(comms) >= self.size:
                 del comms[next(iter(comms))]  # the kernel recycles the oldest slot
             comms[task.pid] = task.comm
+
+    def save_tgid(self, task: Task) -> None:
         self.tgids[task.pid] = task.tgid
+
+    def resize(self, size: int) -> None:
+        """``tracing_resize_saved_cmdlines``: a new, empty table."""
+        self.size = size
+        self.comms = {}
 
     def comm(self, pid: int) -> str:
         if pid == 0:
@@ -72,12 +91,17 @@ class SavedCmdlines:
 class TraceArray:
     """One trace buffer and the per-event enable state that feeds it."""
 
-    def __init__(self, events: EventTable, buffer: TraceBuffer, cmdlines: SavedCmdlines) -> None:
+    def __init__(self, events: EventTable, buffer: TraceBuffer, cmdlines: SavedCmdlines,
+                 nr_cpus: int) -> None:
         self.events = events
         self.buffer = buffer
         self.cmdlines = cmdlines
+        self.options = TraceOptions(self._option_changed)
+        #: ``tracing_cpumask``: CPUs whose events are recorded.
+        self.cpumask = (1 << nr_cpus) - 1
         #: Incremented by every record: the adapter wakes readers when it moves.
         self.generation = 0
+        self._nr_enabled = 0
         #: Set when a once-enabled event is removed (``tr->clear_trace``).
         self.clear_trace = False
         self._files: dict[TraceEvent, EventFile] = {}
@@ -100,14 +124,22 @@ class TraceArray:
         """``BUF_MAX_DATA_SIZE``: the largest entry a sub-buffer takes (4072)."""
         return subbuf_data_size(self.buffer.subbuf_size) - 2 * RB_EVNT_HDR_SIZE
 
-    def can_record(self, length: int) -> bool:
-        """Would ``ring_buffer_lock_reserve`` succeed for an entry of this size?"""
-        return self.tracing_on and length <= self.max_entry_size
+    def can_record(self, length: int, cpu: int | None = None) -> bool:
+        """Would ``ring_buffer_lock_reserve`` succeed for this entry (on this CPU)?"""
+        return (self.tracing_on and length <= self.max_entry_size
+                and (cpu is None or bool(self.cpumask >> cpu & 1)))
 
     def record(self, entry: bytes, task: Task) -> None:
-        self.cmdlines.save(task)
+        if self._nr_enabled and self.options["record-cmd"]:
+            self.cmdlines.save_comm(task)
+        if self.options["record-tgid"]:
+            self.cmdlines.save_tgid(task)
         if self.buffer.write(task.cpu, entry):
             self.generation += 1
+
+    def _option_changed(self, name: str, value: bool) -> None:
+        if name == "overwrite":
+            self.buffer.overwrite = value
 
     # -- enable state -------------------------------------------------------------
 
@@ -126,7 +158,10 @@ class TraceArray:
         return [e for e in self.events if self.enabled(e)]
 
     def set_enabled(self, event: TraceEvent, enabled: bool) -> None:
-        self.file(event).set_enabled(enabled)
+        file = self.file(event)
+        was = file.enabled
+        file.set_enabled(enabled)
+        self._nr_enabled += file.enabled - was
 
     def set_clr_event(self, enabled: bool, *, match: str | None = None,
                       system: str | None = None, name: str | None = None) -> None:

@@ -18,6 +18,7 @@ from typing import Iterator
 
 import msgspec
 
+from ._buffer_files import BufferFiles, cmdline_entries
 from ._clock import TraceClocks
 from ._control_files import render_available_events, set_event_node, tracing_on_node
 from ._dynamic_events import DynamicEvents
@@ -26,6 +27,8 @@ from ._events_dir import EventsDir
 from ._ftrace_events import (TRACE_PRINT, TRACE_RAW_DATA, mark_raw_write, mark_write,
                              print_event, raw_data_event)
 from ._memory import ProcessMemory
+from ._output import OutputOptions, TraceOutput, marker_symbols
+from ._readme import README
 from ._page import HEADER_EVENT, render_header_page
 from ._ringbuf import RingBuffer
 from ._task import Task
@@ -83,7 +86,13 @@ class Tracefs:
         self.events.add(raw_data_event(), fixed_id=TRACE_RAW_DATA)
         self.cmdlines = SavedCmdlines()
         self.buffer = RingBuffer(nr_cpus, clocks.default, trace_buf_size=buffer_size_kb * 1024)
-        self.top = TraceArray(self.events, self.buffer, self.cmdlines)
+        self.top = TraceArray(self.events, self.buffer, self.cmdlines, nr_cpus)
+        self.output = TraceOutput(
+            self.top, nr_cpus=nr_cpus, ksym=marker_symbols(marker_ip),
+            options=lambda: OutputOptions(irq_info=self.top.options["irq-info"],
+                                          record_tgid=self.top.options["record-tgid"]),
+            buffer_percent=lambda: self.buffer_files.buffer_percent)
+        self.buffer_files = BufferFiles(self.top, self.buffer, clocks, self.output, nr_cpus)
         self.dynamic_events = DynamicEvents(on_release=self.top.reset_if_cleared)
         self.abis = ABI_MODES[abi]
         self.registry = UserEventRegistry(
@@ -112,17 +121,24 @@ class Tracefs:
     # -- the tree --------------------------------------------------------------------------
 
     def _root_entries(self) -> Iterator[Node]:
+        # Roughly tracefs' getdents order: newest files first.
         tr = self.top
-        yield text_file("available_events", lambda: render_available_events(self.events))
+        yield from cmdline_entries(self.cmdlines)
+        yield text_file("README", lambda: README)
+        yield from self.buffer_files.top_entries()
+        yield tracing_on_node(tr)
+        yield text_file("trace_marker_raw", None, self._mark_raw_write, mode=MARKER_MODE)
+        yield text_file("trace_marker", None, self._mark_write, mode=MARKER_MODE)
+        yield tr.options.trace_options_node()
+        yield tr.options.options_dir()
         yield self.events_dir.node()
         yield set_event_node(tr)
         yield text_file("dynamic_events", self.dynamic_events.render, self._dynamic_events_write,
                         on_truncate=self.dynamic_events.release_all)
-        yield user_events_data_node(self.user_events_data)
+        yield text_file("available_events", lambda: render_available_events(self.events))
+        yield text_file("printk_formats", lambda: "")  # no trace_printk() in user space
         yield text_file("user_events_status", lambda: render_status(self.registry))
-        yield tracing_on_node(tr)
-        yield text_file("trace_marker", None, self._mark_write, mode=MARKER_MODE)
-        yield text_file("trace_marker_raw", None, self._mark_raw_write, mode=MARKER_MODE)
+        yield user_events_data_node(self.user_events_data)
 
     def _dynamic_events_write(self, data: bytes, task: Task) -> int:
         return self.dynamic_events.write(data, task)

@@ -216,7 +216,7 @@ def record(event: UserEvent, entry: bytes, task: Task) -> bool:
     valid = True
     for event_file in event.files:
         trace_array = event_file.trace_array
-        if not trace_array.can_record(len(entry)):
+        if not trace_array.can_record(len(entry), task.cpu):
             continue
         if event.validators and not event.validate(entry):
             valid = False

@@ -177,14 +177,20 @@ class TracefsOperations(pyfuse3.Operations):
         path = self._path(fh)
         node = self.resolve(path)
         assert isinstance(node, Dir)
-        entries = [n for n in node.entries() if _representable(n.name)]
-        for index, child in enumerate(entries[start_id:], start_id + 1):
-            child_path = path + (child.name,)
+        # "." and ".." first, as tracefs lists them; the kernel does not count
+        # them as lookups (fuse_direntplus_link skips both).
+        listing: list[tuple[str, Path, Node, bool]] = [
+            (".", path, node, False), ("..", path[:-1], self.resolve(path[:-1]), False)]
+        listing += [(n.name, path + (n.name,), n, True)
+                    for n in node.entries() if _representable(n.name)]
+        for index, (name, child_path, child, counted) in enumerate(listing[start_id:],
+                                                                    start_id + 1):
             inode = self.inodes.inode(child_path)
-            if not pyfuse3.readdir_reply(token, child.name.encode("latin-1"),
+            if not pyfuse3.readdir_reply(token, name.encode("latin-1"),
                                          self._attrs(inode, child_path, child), index):
                 break
-            self.inodes.looked_up(inode)  # readdirplus entries are lookups
+            if counted:
+                self.inodes.looked_up(inode)  # readdirplus entries are lookups
 
     async def releasedir(self, fh: int) -> None:
         pass
