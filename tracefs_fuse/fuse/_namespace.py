@@ -38,6 +38,7 @@ CLONE_NEWNS = 0x00020000
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
+MNT_DETACH = 2
 
 TRACING = "/sys/kernel/tracing"
 DEBUG = "/sys/kernel/debug"
@@ -78,12 +79,28 @@ def mounted_types(path: str) -> list[str]:
     return types
 
 
+def detach_other_tracefs() -> None:
+    """Detach every tracefs mounted elsewhere: inside, ours is the only one.
+
+    Tools take the first ``tracefs`` line of ``/proc/mounts``; a tracefs the
+    host mounted at another place would otherwise come first. Only this
+    namespace's copy of those mounts goes.
+    """
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f
+                  if line.split()[line.split().index("-") + 1] == "tracefs"]
+    for point in reversed(points):  # submounts before their parents
+        if point not in (TRACING, DEBUG_TRACING):
+            _check(_libc.umount2(os.fsencode(point), MNT_DETACH), f"umount {point}")
+
+
 def prepare_tracing_dir() -> str:
     """Make ``/sys/kernel/tracing`` a place to mount on, real tracefs beneath.
 
     Returns:
         The mountpoint for the daemon.
     """
+    detach_other_tracefs()
     if not os.path.isdir(TRACING):
         mount("tracefs-fuse", "/sys/kernel", "tmpfs", 0, "mode=0755")
         for path in (TRACING, DEBUG, DEBUG_TRACING):
