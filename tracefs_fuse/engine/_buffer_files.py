@@ -24,11 +24,11 @@ from ._errors import TracefsError
 from ._field import KERNEL_SPACE
 from ._kstrto import kstrtoul_from_user
 from ._output import TraceOutput
-from ._ringbuf import RingBuffer
+from ._ringbuf import MmapUpdate, RingBuffer
 from ._task import Task
 from ._trace_array import SavedCmdlines, TraceArray
 from ._tree import (POLLIN, POLLRDNORM, PRIVATE_DIR_MODE, TRACE_MODE_READ, Dir, File, FileKind,
-                    Node, OpenFile, text_file)
+                    Node, OpenFile, Vma, text_file)
 
 #: ``PID_MAX_DEFAULT``: the largest ``saved_cmdlines_size``.
 PID_MAX_DEFAULT = 0x8000
@@ -69,15 +69,21 @@ def parse_cpumask(data: bytes, nr_cpus: int) -> int:
     return mask
 
 
+# include/uapi/linux/trace_mmap.h: #define TRACE_MMAP_IOCTL_GET_READER _IO('R', 0x20)
+TRACE_MMAP_IOCTL_GET_READER = 0x5220
+
+
 class RawPipeFile(OpenFile):
-    """An open ``per_cpu/cpuN/trace_pipe_raw``."""
+    """An open ``per_cpu/cpuN/trace_pipe_raw``: consuming reads, poll, GET_READER."""
 
     kind = FileKind.MAPPABLE_PIPE
 
-    def __init__(self, buffer: RingBuffer, cpu: int, buffer_percent: Callable[[], int]) -> None:
+    def __init__(self, buffer: RingBuffer, cpu: int, buffer_percent: Callable[[], int],
+                 publish: Callable[[MmapUpdate], None]) -> None:
         self.buffer = buffer
         self.cpu = cpu
         self.buffer_percent = buffer_percent
+        self.publish = publish
         self.reader = buffer.open_raw_reader(cpu)
 
     def read(self, offset: int, size: int) -> bytes:
@@ -92,18 +98,44 @@ class RawPipeFile(OpenFile):
     def ioctl(self, cmd: int, arg: int, task: Task) -> int:
         if cmd == 0:
             return 0  # "wake up waiters": the adapter wakes this file's readers
+        if cmd == TRACE_MMAP_IOCTL_GET_READER:
+            self.publish(self.buffer.map_get_reader(self.cpu))
+            return 0
         return super().ioctl(cmd, arg, task)
 
     def release(self) -> None:
         self.reader.close()
 
 
+class RawPipeMapping:
+    """The mmap side of one CPU's ``trace_pipe_raw`` (see :class:`~._tree.Mappable`)."""
+
+    def __init__(self, buffer: RingBuffer, cpu: int,
+                 publish: Callable[[MmapUpdate], None]) -> None:
+        self.buffer = buffer
+        self.cpu = cpu
+        self.publish = publish
+
+    def mapped(self, vma: Vma) -> None:
+        """``ring_buffer_map``: EPERM for writable, executable or private mappings."""
+        self.publish(self.buffer.map(self.cpu, vma.pgoff, vma.nr_pages, write=vma.write,
+                                     execute=vma.execute, shared=vma.shared))
+
+    def unmapped(self) -> None:
+        self.buffer.unmap(self.cpu)
+
+    def map_read(self, offset: int, size: int) -> bytes:
+        return self.buffer.mmap_read(self.cpu, offset, size)
+
+
 class BufferFiles:
     """The buffer-related files of one trace array."""
 
     def __init__(self, tr: TraceArray, buffer: RingBuffer, clocks: TraceClocks,
-                 output: TraceOutput, nr_cpus: int) -> None:
+                 output: TraceOutput, nr_cpus: int,
+                 publish: Callable[[tuple[str, ...], MmapUpdate], None]) -> None:
         self.tr = tr
+        self.publish = publish
         self.buffer = buffer
         self.clocks = clocks
         self.output = output
@@ -173,6 +205,13 @@ class BufferFiles:
 
     # -- per_cpu/ ----------------------------------------------------------------------
 
+    def _publisher(self, cpu: int) -> Callable[[MmapUpdate], None]:
+        path = ("per_cpu", f"cpu{cpu}", "trace_pipe_raw")
+        return lambda update: self.publish(path, update)
+
+    def mapping(self, cpu: int) -> RawPipeMapping:
+        return RawPipeMapping(self.buffer, cpu, self._publisher(cpu))
+
     def per_cpu_dir(self) -> Dir:
         def entries() -> Iterator[Node]:
             for cpu in range(self.nr_cpus):
@@ -187,7 +226,8 @@ class BufferFiles:
                         self._size_writer(cpu))
         yield text_file("stats", lambda: buffer.render_stats(cpu).decode())
         yield File("trace_pipe_raw", TRACE_MODE_READ,
-                   lambda flags, task: RawPipeFile(buffer, cpu, lambda: self.buffer_percent),
+                   lambda flags, task: RawPipeFile(buffer, cpu, lambda: self.buffer_percent,
+                                                   self._publisher(cpu)),
                    FileKind.MAPPABLE_PIPE)
         yield self.output.trace_node(cpu)
         yield self.output.trace_pipe_node(cpu)

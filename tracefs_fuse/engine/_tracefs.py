@@ -30,10 +30,10 @@ from ._memory import ProcessMemory
 from ._output import OutputOptions, TraceOutput, marker_symbols
 from ._readme import README
 from ._page import HEADER_EVENT, render_header_page
-from ._ringbuf import RingBuffer
+from ._ringbuf import MmapUpdate, RingBuffer
 from ._task import Task
 from ._trace_array import SavedCmdlines, TraceArray
-from ._tree import Dir, File, Node, text_file
+from ._tree import Dir, File, Mappable, Node, text_file
 from ._uapi import Abi
 from ._user_events import DEFAULT_USER_EVENTS_MAX, UserEventRegistry, UserEventsProvider
 from ._user_events_data import UserEventsData
@@ -80,6 +80,7 @@ class Tracefs:
                  buffer_size_kb: int = 1410, marker_ip: int = 0) -> None:
         self.nr_cpus = nr_cpus
         self.clocks = clocks
+        self._page_updates: list[PageUpdate] = []
         self.marker_ip = marker_ip
         self.events = EventTable()
         self.events.add(print_event(), fixed_id=TRACE_PRINT)
@@ -92,7 +93,8 @@ class Tracefs:
             options=lambda: OutputOptions(irq_info=self.top.options["irq-info"],
                                           record_tgid=self.top.options["record-tgid"]),
             buffer_percent=lambda: self.buffer_files.buffer_percent)
-        self.buffer_files = BufferFiles(self.top, self.buffer, clocks, self.output, nr_cpus)
+        self.buffer_files = BufferFiles(self.top, self.buffer, clocks, self.output, nr_cpus,
+                                        self._publish_mmap)
         self.dynamic_events = DynamicEvents(on_release=self.top.reset_if_cleared)
         self.abis = ABI_MODES[abi]
         self.registry = UserEventRegistry(
@@ -105,7 +107,6 @@ class Tracefs:
             header_page=lambda: render_header_page(self.buffer.subbuf_size).decode("latin-1"),
             header_event=HEADER_EVENT.decode("latin-1"))
         self.root = Dir("", self._root_entries, mode=ROOT_MODE)
-        self._page_updates: list[PageUpdate] = []
 
     # -- what the adapter polls ---------------------------------------------------------
 
@@ -113,6 +114,10 @@ class Tracefs:
     def generation(self) -> int:
         """Moves whenever a record lands in a buffer (blocked readers may go on)."""
         return self.top.generation
+
+    def _publish_mmap(self, path: tuple[str, ...], update: MmapUpdate) -> None:
+        self._page_updates.extend(PageUpdate(path, offset, data)
+                                  for offset, data in update.stores)
 
     def take_page_updates(self) -> list[PageUpdate]:
         updates, self._page_updates = self._page_updates, []
@@ -148,6 +153,14 @@ class Tracefs:
 
     def _mark_raw_write(self, data: bytes, task: Task) -> int:
         return mark_raw_write(self.top, data, task)
+
+    def mappable(self, path: tuple[str, ...]) -> Mappable | None:
+        """The mmap side of the file at ``path``, if clients can map it."""
+        if len(path) == 3 and path[0] == "per_cpu" and path[2] == "trace_pipe_raw":
+            cpu = path[1].removeprefix("cpu")
+            if cpu.isdigit() and int(cpu) < self.nr_cpus:
+                return self.buffer_files.mapping(int(cpu))
+        return None
 
     def lookup(self, path: str) -> Node | None:
         """The node at a ``/``-separated path, for tests and tools."""

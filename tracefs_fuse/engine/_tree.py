@@ -19,7 +19,9 @@ import enum
 import errno
 import os  # open-flag constants only
 import stat
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Protocol
+
+import msgspec
 
 from ._errors import TracefsError
 from ._task import Task
@@ -49,6 +51,43 @@ class FileKind(enum.Enum):
     MAPPABLE_PIPE = "mappable_pipe"
     #: Text to read(), a binary page to mmap() (user_events_status of old ABIs).
     MAPPABLE_TEXT = "mappable_text"
+
+
+class Vma(msgspec.Struct, frozen=True):
+    """A client's mapping of a file, as its ``/proc/<pid>/maps`` line shows it."""
+
+    pgoff: int
+    nr_pages: int
+    write: bool
+    execute: bool
+    shared: bool
+
+
+class Mappable(Protocol):
+    """A file clients can ``mmap``.
+
+    ``mmap()`` never reaches a FUSE daemon: the adapter discovers mappings
+    (from the page faults they cause and from ``/proc/<pid>/maps``) and
+    reports each with :meth:`mapped` and its disappearance with
+    :meth:`unmapped`. So the kernel's refusals apply when a mapping is first
+    seen rather than at ``mmap()`` time. A mapping outlives the descriptor it
+    was made from, so this is per file, not per open file.
+    """
+
+    def mapped(self, vma: Vma) -> None:
+        """A mapping appeared.
+
+        Raises:
+            TracefsError: the errno the kernel's ``mmap`` would have returned.
+        """
+        ...
+
+    def unmapped(self) -> None:
+        ...
+
+    def map_read(self, offset: int, size: int) -> bytes:
+        """The bytes a page fault at ``offset`` loads."""
+        ...
 
 
 class Node:

@@ -24,6 +24,7 @@ import signal
 import time
 from typing import Callable
 
+import msgspec
 import trio
 
 from ..config import MountConfig
@@ -32,6 +33,7 @@ from ..engine._memory import Tgid
 from ..engine._task import Task
 from ..engine._tracefs import Tracefs
 from ._memory import VmProcessMemory
+from ._mmap import MappingTracker, mount_device
 from ._operations import TracefsOperations
 from ._proc_events import EventsLost, ExecEvent, ExitWatcher, ForkEvent, ProcConnector
 from ._requests import RequestHandler
@@ -105,9 +107,10 @@ class Daemon:
             nr_cpus=config.nr_cpus or possible_cpus(), memory=self.memory,
             clocks=host_clocks(), abi=config.abi, user_events_max=config.user_events_max,
             buffer_size_kb=config.buffer_size_kb, marker_ip=marker_ip())
-        self.ops = TracefsOperations(self.engine.root, self.caller_task, uid=config.uid,
+        self.ops = TracefsOperations(self.engine.root, self.control_task, uid=config.uid,
                                      gid=config.gid, root_mode=config.mode)
         self.handler: RequestHandler | None = None
+        self.mappings = MappingTracker(self.engine, self.ops.inodes, "", self._tgid)
         self.exits = ExitWatcher()
         self._generation = self.engine.generation
 
@@ -117,10 +120,14 @@ class Daemon:
         return self.tasks.tgid(tid) or Tgid(tid)
 
     def caller_task(self, tid: int) -> Task:
-        """A control request's caller: tracked, with its capabilities."""
-        tgid = self._tgid(tid)
-        self._track(tgid)
-        return Task(pid=tid, tgid=tgid, perfmon=perfmon_capable(tid))
+        """An ioctl's caller: tracked (its memory may be written), with capabilities."""
+        task = self.control_task(tid)
+        self._track(task.tgid)
+        return task
+
+    def control_task(self, tid: int) -> Task:
+        """An open or a control-file write: where it ran, and its capabilities."""
+        return msgspec.structs.replace(self.writer_task(tid), perfmon=perfmon_capable(tid))
 
     def writer_task(self, tid: int) -> Task:
         """An event write's caller: the hot path, one pread of /proc/<tid>/stat."""
@@ -224,13 +231,15 @@ class Daemon:
         with ProcConnector() as connector:
             async with trio.open_nursery() as nursery:
                 self.handler = RequestHandler(
-                    self.ops, nursery, writer_task=self.writer_task,
-                    caller_task=self.caller_task, changed=self.publish)
+                    self.ops, nursery, self.mappings, writer_task=self.writer_task,
+                    control_task=self.control_task, caller_task=self.caller_task,
+                    changed=self.publish)
                 nursery.start_soon(self.follow_processes, connector)
                 nursery.start_soon(self.follow_exits)
                 if stop_on_signals:
                     nursery.start_soon(self._stop_on_signal)
                 status = await nursery.start(self._serve, nursery)
+                self.mappings.device = mount_device(self.config.mountpoint)
                 log.info("serving %s: %s", self.config.mountpoint, status)
                 task_status.started()
         self.exits.close()

@@ -39,6 +39,12 @@ STATIC_TIMEOUT_S = 3600.0
 _BLOCK_SIZE = 4096
 #: tracefs' statfs f_namelen (NAME_MAX).
 _NAME_MAX = 255
+#: st_size of mappable files. tracefs reports 0 everywhere, but a FUSE page
+#: fault past i_size is SIGBUS before the daemon hears of it, so a mappable
+#: file must be as large as its mappings: one page for the old ABIs' status
+#: page (larger mappings then fault, as the kernel refused them), and room for
+#: any ring buffer for trace_pipe_raw. read() is direct I/O and ignores it.
+_MAPPABLE_SIZE = {FileKind.MAPPABLE_TEXT: 4096, FileKind.MAPPABLE_PIPE: 1 << 40}
 
 
 def _representable(name: str) -> bool:
@@ -127,7 +133,7 @@ class TracefsOperations(pyfuse3.Operations):
         attrs.st_nlink = 1
         attrs.st_uid = self.uid
         attrs.st_gid = self.gid
-        attrs.st_size = 0
+        attrs.st_size = _MAPPABLE_SIZE.get(node.kind, 0) if isinstance(node, File) else 0
         attrs.st_blksize = _BLOCK_SIZE
         attrs.st_blocks = 0
         attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = self.mount_time_ns

@@ -32,6 +32,7 @@ from ..engine._errors import WouldBlock
 from ..engine._task import Task
 from ..engine._tree import FileKind, OpenFile
 from ._errno import errno_of
+from ._mmap import MappingTracker
 from ._operations import TracefsOperations
 from ._session import Request
 
@@ -40,19 +41,24 @@ log = logging.getLogger(__name__)
 #: fuse_ioctl_in.flags: FUSE_IOCTL_COMPAT (a 32-bit caller on a 64-bit kernel).
 FUSE_IOCTL_COMPAT = 1 << 0
 _MAPPABLE = (FileKind.MAPPABLE_PIPE, FileKind.MAPPABLE_TEXT)
+#: Writes to these resize buffers, which the kernel refuses while mapped.
+_RESIZERS = ("buffer_size_kb", "buffer_subbuf_size_kb")
 
 
 class RequestHandler:
     """The bridge's handler for one mount."""
 
-    def __init__(self, ops: TracefsOperations, nursery: trio.Nursery, *,
-                 writer_task: Callable[[int], Task], caller_task: Callable[[int], Task],
-                 changed: Callable[[], None]) -> None:
+    def __init__(self, ops: TracefsOperations, nursery: trio.Nursery, mappings: MappingTracker,
+                 *, writer_task: Callable[[int], Task], control_task: Callable[[int], Task],
+                 caller_task: Callable[[int], Task], changed: Callable[[], None]) -> None:
         self.ops = ops
         self.nursery = nursery
+        self.mappings = mappings
         #: Task facts for a data write (pid, tgid, cpu, comm): the hot path.
         self.writer_task = writer_task
-        #: Task facts for control requests (adds capabilities).
+        #: ... for control-file writes (adds capabilities).
+        self.control_task = control_task
+        #: ... for ioctls (also tracks the caller, whose memory may be written).
         self.caller_task = caller_task
         self.changed = changed
         self._waiters: set[_Waiter] = set()
@@ -83,7 +89,7 @@ class RequestHandler:
             if lock_owner == 0 and file.kind in _MAPPABLE:
                 # A page-cache fill: an mmap() fault, never a read() (which is
                 # direct I/O and carries the file's lock owner).
-                data = file.map_read(offset, size)  # type: ignore[attr-defined]
+                data = self.mappings.fault(req.pid, self.ops.files.path(fh), offset, size)
             else:
                 data = file.read(offset, size)
         except WouldBlock:
@@ -144,13 +150,18 @@ class RequestHandler:
               flags: int) -> None:
         try:
             file = self.ops.files.get(fh)
-            task = (self.writer_task if file.kind is FileKind.STREAM else self.caller_task)(req.pid)
+            if self.ops.files.path(fh)[-1] in _RESIZERS:
+                self.mappings.sweep()  # a resize is EBUSY only while really mapped
+            task = (self.writer_task if file.kind is FileKind.STREAM else self.control_task)(req.pid)
             count = file.write(data, offset, task)
         except Exception as exc:
+            self.changed()
             req.reply_err(errno_of(exc, "write"))
         else:
+            # Published before the reply: what the write changed in clients'
+            # mappings must be visible when write() returns, as in the kernel.
+            self.changed()
             req.reply_write(count)
-        self.changed()
 
     def ioctl(self, req: Request, ino: int, fh: int, cmd: int, arg: int,
               in_data: bytes, out_size: int, flags: int) -> None:
@@ -159,14 +170,19 @@ class RequestHandler:
             return
         try:
             file = self.ops.files.get(fh)
+            if file.kind is FileKind.MAPPABLE_PIPE:
+                self.mappings.look(req.pid)  # GET_READER needs the caller's mapping
             result = file.ioctl(cmd, arg, self.caller_task(req.pid))
         except Exception as exc:
+            self.changed()
             req.reply_err(errno_of(exc, "ioctl"))
-        else:
-            # No output data: the kernel copies nothing back over what the
-            # engine wrote into the caller's memory.
-            req.reply_ioctl(result)
+            return
+        if cmd == 0 and file.kind in (FileKind.PIPE, FileKind.MAPPABLE_PIPE):
+            self.wake_file(fh)  # ioctl(fd, 0): "wake up waiters"
         self.changed()
+        # No output data: the kernel copies nothing back over what the engine
+        # wrote into the caller's memory.
+        req.reply_ioctl(result)
 
 
 class _Waiter:
