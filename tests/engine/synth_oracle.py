@@ -43,6 +43,9 @@ GOLDEN = Path(__file__).parents[1] / "data" / "synth-captures-6.12.117.json"
 ROOT = Task(pid=100, tgid=Tgid(100), perfmon=True, cpu=0, comm="tfctl")
 _TS = re.compile(r"^\[\s*\d+\.\d{6}\]", re.M)
 _ID = re.compile(r"^ID: \d+$", re.M)
+#: TRACE_FLAG_NEED_RESCHED | TRACE_FLAG_PREEMPT_RESCHED: whatever the
+#: scheduler had pending when the kernel recorded.
+_RESCHED_FLAGS = 0x04 | 0x20
 #: Ops the engine cannot replay: files it does not have.
 _UNSUPPORTED = ("trace ", "options/", "per_cpu/")
 
@@ -67,7 +70,7 @@ def wire(tfs: Tracefs) -> Tracefs:
         tfs.synth_events = SynthEvents(  # type: ignore[attr-defined]
             tfs.events, tfs.dynamic_events, tfs.error_log,  # type: ignore[attr-defined]
             on_release=tfs.top.reset_if_cleared)
-        tfs.kprobe_events = KprobeEvents(tfs.events, tfs.error_log)  # type: ignore[attr-defined]
+        tfs.kprobe_events = KprobeEvents(tfs.error_log)  # type: ignore[attr-defined]
         # dyn_event_ops_list: synth and kprobe register at core_initcall,
         # user_events at fs_initcall.
         tfs.dynamic_events.providers[:0] = [tfs.synth_events,  # type: ignore[attr-defined]
@@ -182,6 +185,8 @@ def same_record(ours: bytes, theirs: bytes, op: str) -> bool:
     if len(theirs) != (len(ours) + 3) & ~3:
         return False
     a, b = bytearray(ours), bytearray(theirs[:len(ours)])
+    if "common_flags" not in op and len(b) > 2:
+        b[2] &= ~_RESCHED_FLAGS
     if "common_type" not in op:
         a[0:2] = b[0:2] = b"\0\0"
     if "common_pid" not in op:

@@ -235,8 +235,11 @@ def parse_entry(event: TraceEvent, text: str, task: Task) -> bytes:
             for a number into a field that is not 1, 2, 4 or 8 bytes.
     """
     fixed = _entry_size(event)
-    # kzalloc(entry_size + 1): "We need an extra '\0' at the end."
-    entry = bytearray(fixed + 1)
+    # kzalloc(entry_size + 1): "We need an extra '\0' at the end." The header
+    # and common fields are written even when that is shorter than they are
+    # (an event without fields): kmalloc() never returns less than 8 bytes.
+    size = fixed + 1
+    entry = bytearray(max(size, TRACE_ENTRY.size))
     for field in event.fields:
         kind = filter_assign_type(field.type)
         if kind in (FilterType.DYN_STRING, FilterType.RDYN_STRING):
@@ -244,12 +247,13 @@ def parse_entry(event: TraceEvent, text: str, task: Task) -> bytes:
             if kind is FilterType.RDYN_STRING:
                 loc -= field.offset + field.size
             entry[field.offset:field.offset + 4] = (loc & 0xFFFFFFFF).to_bytes(4, "little")
-    entry[:TRACE_ENTRY.size] = TRACE_ENTRY.pack(event.id, 0, 0, task.pid)[:len(entry)]
+    entry[:TRACE_ENTRY.size] = TRACE_ENTRY.pack(event.id, 0, 0, task.pid)
     pos = 0
     while pos < len(text):
         field, value, pos = _parse_field(text, pos, event)
         _store(entry, field, value)
-    return bytes(entry)
+    # Only entry_size + 1 bytes (and the strings appended after) are recorded.
+    return bytes(entry[:size]) if size < TRACE_ENTRY.size else bytes(entry)
 
 
 def _store(entry: bytearray, field: InjectField, value: int | str) -> None:
@@ -306,6 +310,12 @@ class InjectFile(OpenFile):
         if tr.events.by_id(self.event.id) is not self.event:
             raise TracefsError(errno.ENODEV, f"{self.event.system}:{self.event.name} was removed")
         entry = parse_entry(self.event, text, task)
+        if len(entry) < TRACE_ENTRY.size:
+            # The reservation (rounded up to 4 bytes) is shorter than the
+            # header trace_event_setup() writes into it: what stays is that
+            # header under the bytes copied over it.
+            setup = TRACE_ENTRY.pack(self.event.id, 0, 0, task.pid)
+            entry += setup[len(entry):(len(entry) + 3) & ~3]
         if tr.can_record(len(entry)):
             tr.record(entry, task)
         return len(data)

@@ -220,10 +220,12 @@ run dir-create write synthetic_events "d u64 a"
 part "events-synthetic-dir"
 find events/synthetic
 ls -l events/synthetic/d
+HAVE_INJECT=0
+[ -e events/synthetic/d/inject ] && HAVE_INJECT=1
 run dir-trunc trunc synthetic_events
 
 # ---------------------------------------------------------------- inject
-if [ -e events/synthetic/hs/inject ]; then
+if [ "$HAVE_INJECT" = 1 ]; then
 	run inj-clear trunc trace
 	run inj-create write synthetic_events "inj u64 a; s8 sb; char[16] s; char[] d; gfp_t g; bool b; long[] st; u16 w"
 	snap events/synthetic/inj/format
