@@ -8,6 +8,8 @@ record the kernel's own synth path (a hist trigger) wrote.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
 
 import pytest
@@ -386,3 +388,52 @@ def test_any_command_succeeds_or_raises_tracefs_error(data: bytes) -> None:
             write(data, ROOT)
         except TracefsError:
             pass
+
+
+# -- an independent decoder: libtraceevent, as trace-cmd uses it --------------------------------
+
+_TEP = ctypes.util.find_library("traceevent")
+
+
+class _TraceSeq(ctypes.Structure):
+    _fields_ = [("buffer", ctypes.c_char_p), ("buffer_size", ctypes.c_uint),
+                ("len", ctypes.c_uint), ("readpos", ctypes.c_uint), ("state", ctypes.c_int)]
+
+
+class _TepRecord(ctypes.Structure):
+    _fields_ = [("ts", ctypes.c_ulonglong), ("offset", ctypes.c_ulonglong),
+                ("missed_events", ctypes.c_longlong), ("record_size", ctypes.c_int),
+                ("size", ctypes.c_int), ("data", ctypes.c_void_p), ("cpu", ctypes.c_int),
+                ("ref_count", ctypes.c_int), ("locked", ctypes.c_int), ("priv", ctypes.c_void_p)]
+
+
+def tep_print(format_text: str, entry: bytes) -> str:
+    """libtraceevent's text for one record, given the event's ``format``."""
+    lib = ctypes.CDLL(_TEP)
+    lib.tep_alloc.restype = ctypes.c_void_p
+    tep = ctypes.c_void_p(lib.tep_alloc())
+    lib.tep_set_long_size(tep, 8)
+    fmt = format_text.encode("latin-1")
+    assert lib.tep_parse_event(tep, fmt, len(fmt), b"synthetic") == 0
+    data = ctypes.create_string_buffer(entry, len(entry))
+    record = _TepRecord(size=len(entry), record_size=len(entry),
+                        data=ctypes.cast(data, ctypes.c_void_p))
+    seq = _TraceSeq()
+    lib.trace_seq_init(ctypes.byref(seq))
+    lib.tep_print_event(tep, ctypes.byref(seq), ctypes.byref(record), b"%s", b"INFO")
+    text = ctypes.string_at(seq.buffer, seq.len).decode("latin-1")
+    lib.trace_seq_destroy(ctypes.byref(seq))
+    lib.tep_free(tep)
+    return text
+
+
+@pytest.mark.skipif(_TEP is None, reason="libtraceevent is not installed")
+def test_libtraceevent_decodes_ours_as_the_kernels() -> None:
+    """Our format and record read by libtraceevent = the kernel's record read by it."""
+    event = _hs(new_tracefs())
+    (theirs,) = oracle_records(HIST["hist-w2"]["raw"])
+    ours = build_entry(event, event.id.to_bytes(2, "little") + theirs[2:8], HS_VALUES)
+    theirs = event.id.to_bytes(2, "little") + theirs[2:]  # their id, ours in the format
+    expected = "v=9223372036854775807, id=7, name=hello, w=-2, dname=hello, small=4660"
+    assert tep_print(event.format_text(), ours) == expected
+    assert tep_print(event.format_text(), theirs) == expected

@@ -6,8 +6,12 @@
 #
 #   ./oracle-run.sh tfctl synth_capture.sh -- sh synth_capture.sh
 #
+# The same script runs against our FUSE tracefs for the integration test:
+#   TRACEFS=/path/to/mount TFCTL_DIR=/dir/of/tfctl sh synth_capture.sh
+# and its output compares with the golden file like the oracle's.
+#
 # Every step that changes state is a case ("run"), so the whole sequence can
-# be replayed against the engine (tests/engine/test_synth_oracle.py). Parts:
+# be replayed against the engine (tests/engine/synth_oracle.py). Parts:
 # "op" (the tfctl call), "result" (tfctl's outcome), "error_log" (read, then
 # cleared, after every step), then snapshots of files ("file:<path>") and
 # drained ring-buffer pages ("raw").
@@ -15,9 +19,9 @@
 # skipped when the kernel lacks them (the shared oracle lacks both; see
 # build-probes-kernel.sh).
 set -u
-T=/sys/kernel/tracing
+T=${TRACEFS:-/sys/kernel/tracing}
 cd "$T" || exit 1
-P=/oracle
+P=${TFCTL_DIR:-/oracle}
 case_n=0
 
 part() { echo "@@ $case_n $1"; }
