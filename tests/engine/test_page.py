@@ -76,10 +76,11 @@ def test_page_data_event_bytes_of_section_1_7() -> None:
     assert page[:24].hex() == "65173f00" + record.hex() + "000000"
 
 
-def test_page_data_event_zeroes_stale_tail() -> None:
+def test_page_data_event_leaves_stale_tail() -> None:
+    """The kernel copies only the record: the rest of the event is stale."""
     page = bytearray(b"\xff" * 32)
     encode_data_event(page, 0, b"\x01" * 5, 16, 0)
-    assert page[:16] == bytes.fromhex("03000000") + b"\x01" * 5 + bytes(7)
+    assert page[:16] == bytes.fromhex("03000000") + b"\x01" * 5 + b"\xff" * 7
 
 
 def test_page_time_extend_bytes_of_section_1_7() -> None:

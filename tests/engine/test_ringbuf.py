@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -975,3 +976,223 @@ def test_ringbuf_clock_and_overwrite_properties() -> None:
     assert buffer.clock is clocks["mono"] and buffer.overwrite
     buffer.overwrite = False
     assert not buffer.overwrite and not buffer.statistics().overwrite
+
+
+# -- live differential test against the running kernel ------------------------------------
+
+
+def _live_tracefs() -> str | None:
+    for line in Path("/proc/mounts").read_text().splitlines():
+        fields = line.split()
+        if fields[2] == "tracefs" and Path(fields[1], "instances").is_dir():
+            return fields[1]
+    return None
+
+
+def _masked(pages: bytes) -> bytes:
+    """Sub-buffers with the bytes that are garbage by definition zeroed.
+
+    Garbage: each event's pad bytes, the bodies of padding events, and
+    everything after the data (stale bytes from earlier laps, which a
+    mapping shows), and the common header
+    (the writer's pid and its need-resched bits of the moment, unknown for
+    events overwritten before anyone saw them). Events carry their payload
+    size in their payload bytes (see :func:`_raw_record`).
+    """
+    out = bytearray(pages)
+    for base in range(0, len(pages), PAGE):
+        page = decode_page(pages[base:base + PAGE], zero_tail=False)
+        used = 16 + page.size + 8 * page.missed_stored
+        out[base + used:base + PAGE] = bytes(PAGE - used)
+        for offset, _, length in page.paddings:
+            out[base + offset + 8:base + offset + length] = bytes(length - 8)
+        for event in page.events:
+            start = base + event.offset + (8 if event.type_len == 0 else 4)
+            record = 12 + (event.data[12] if len(event.data) > 12 else 0)
+            out[start:start + 8] = bytes(8)
+            out[start + record:start + len(event.data)] = bytes(len(event.data) - record)
+    return bytes(out)
+
+
+def _raw_record(seq: int, n: int) -> bytes:
+    """A ``trace_marker_raw`` payload: the id, then n bytes each saying n."""
+    return struct.pack("<I", seq) + bytes([n]) * n
+
+
+def _shape(reads: list[bytes | str]) -> tuple[list[int | str], bytes]:
+    """What a series of reads returned: their sizes, and the bytes, masked."""
+    return ([r if isinstance(r, str) else len(r) for r in reads],
+            _masked(b"".join(r for r in reads if isinstance(r, bytes))))
+
+
+def _kernel_run(inst: Path, ops: list[tuple[str, int]], seq0: int) -> list[bytes | str]:
+    """Run ops on CPU 0 of a kernel instance: writes to trace_marker_raw, reads of
+    trace_pipe_raw (one open O_NONBLOCK fd), then a drain."""
+    out: list[bytes | str] = []
+    marker = os.open(inst / "trace_marker_raw", os.O_WRONLY)
+    pipe = os.open(inst / "per_cpu/cpu0/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        seq = seq0
+        for kind, n in ops + [("r", PAGE)] * 40:
+            if kind == "w":
+                os.write(marker, _raw_record(seq, n))
+                seq += 1
+                continue
+            try:
+                out.append(os.read(pipe, n))
+            except BlockingIOError:
+                out.append("EAGAIN")
+    finally:
+        os.close(pipe)
+        os.close(marker)
+    return out
+
+
+@pytest.mark.oracle
+def test_ringbuf_live_kernel_random_sequences() -> None:
+    """Random raw-marker writes and reads of random sizes on the real kernel
+    (private instance, 8 KiB, counter clock) and on the engine: every read,
+    byte for byte. Run with ``pytest -m oracle tests/engine/test_ringbuf.py``."""
+    import random
+
+    root = _live_tracefs()
+    if root is None or os.geteuid() != 0:
+        pytest.skip("needs root and a mounted tracefs")
+    inst = Path(root, "instances", f"tracefs-fuse-rb-{os.getpid()}")
+    inst.mkdir()
+    affinity = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {0})
+    rng = random.Random(2026)
+    try:
+        (inst / "buffer_size_kb").write_text("8")
+        (inst / "trace_clock").write_text("counter")
+        # One engine for the whole run, as one kernel instance serves all trials.
+        clocks = TraceClocks.from_source(ManualClock())
+        buffer = RingBuffer(1, clocks["counter"], trace_buf_size=8 << 10)
+        for trial in range(25):
+            ops = [("w", rng.randrange(0, 256)) if rng.random() < 0.7
+                   else ("r", rng.choice([8, 16, 40, 100, 512, 1024, 4096, 8192]))
+                   for _ in range(rng.randrange(5, 120))]
+            # One read() call: every call renders stats again, ticking the counter.
+            fd = os.open(inst / "per_cpu/cpu0/stats", os.O_RDONLY)
+            stats = os.read(fd, PAGE).decode()
+            os.close(fd)
+            now = int(stats.split("now ts: ")[1].split()[0])
+            os.close(os.open(inst / "trace", os.O_WRONLY | os.O_TRUNC))
+            kernel = _kernel_run(inst, ops, trial << 16)
+            clocks["counter"].read.value = now  # type: ignore[attr-defined]
+            buffer.reset()
+            reader = buffer.open_raw_reader(0)
+            engine: list[bytes | str] = []
+            seq = trial << 16
+            for kind, n in ops + [("r", PAGE)] * 40:
+                if kind == "w":
+                    buffer.write(0, record(8) + _raw_record(seq, n))
+                    seq += 1
+                    continue
+                try:
+                    engine.append(reader.read_nowait(n))
+                except WouldBlock:
+                    engine.append("EAGAIN")
+            reader.close()
+            assert _shape(engine) == _shape(kernel), f"trial {trial}: {ops}"
+    finally:
+        os.sched_setaffinity(0, affinity)
+        inst.rmdir()
+
+
+@pytest.mark.oracle
+def test_ringbuf_live_kernel_mmap_sequences() -> None:
+    """Random writes, GET_READERs and read()s on a mapped kernel buffer and
+    on the engine: the meta page and the reader sub-buffer after each
+    GET_READER, and every read(), byte for byte."""
+    import ctypes
+    import fcntl
+    import mmap
+    import random
+
+    root = _live_tracefs()
+    if root is None or os.geteuid() != 0:
+        pytest.skip("needs root and a mounted tracefs")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    get_reader = 0x5220  # _IO('R', 0x20)
+    inst = Path(root, "instances", f"tracefs-fuse-rbmap-{os.getpid()}")
+    inst.mkdir()
+    affinity = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {0})
+    rng = random.Random(7)
+    try:
+        (inst / "buffer_size_kb").write_text("8")
+        (inst / "trace_clock").write_text("counter")
+        for trial in range(10):
+            # Bursts overflow the 3 pages between GET_READERs.
+            ops = [op for _ in range(rng.randrange(5, 40))
+                   for op in rng.choice([[("w", rng.randrange(0, 256))] * rng.randrange(1, 120),
+                                         [("g", 0)], [("r", 4096)]])]
+            fd = os.open(inst / "per_cpu/cpu0/stats", os.O_RDONLY)
+            now = int(os.read(fd, PAGE).decode().split("now ts: ")[1].split()[0])
+            os.close(fd)
+            os.close(os.open(inst / "trace", os.O_WRONLY | os.O_TRUNC))
+            marker = os.open(inst / "trace_marker_raw", os.O_WRONLY)
+            pipe = os.open(inst / "per_cpu/cpu0/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
+            meta_addr = libc.mmap(None, PAGE, mmap.PROT_READ, mmap.MAP_SHARED, pipe, 0)
+            nr_subbufs = TRACE_BUFFER_META.unpack_from(ctypes.string_at(meta_addr, 80))[3]
+            data_addr = libc.mmap(None, nr_subbufs * PAGE, mmap.PROT_READ, mmap.MAP_SHARED,
+                                  pipe, PAGE)
+            kernel: list[bytes | str] = []  # meta pages, reader pages, read() results
+            seq = trial << 16
+            try:
+                for kind, n in ops:
+                    if kind == "w":
+                        os.write(marker, _raw_record(seq, n))
+                        seq += 1
+                    elif kind == "g":
+                        fcntl.ioctl(pipe, get_reader)
+                        meta_bytes = ctypes.string_at(meta_addr, PAGE)
+                        reader_id = TRACE_BUFFER_META.unpack_from(meta_bytes)[5]
+                        kernel += [meta_bytes, _masked(
+                            ctypes.string_at(data_addr + reader_id * PAGE, PAGE))]
+                    else:
+                        try:
+                            kernel.append(_masked(os.read(pipe, n)))
+                        except BlockingIOError:
+                            kernel.append("EAGAIN")
+            finally:
+                libc.munmap(data_addr, nr_subbufs * PAGE)
+                libc.munmap(meta_addr, PAGE)
+                os.close(pipe)
+                os.close(marker)
+            if trial == 0:
+                clocks = TraceClocks.from_source(ManualClock())
+                buffer = RingBuffer(1, clocks["counter"], trace_buf_size=8 << 10)
+            clocks["counter"].read.value = now  # type: ignore[attr-defined]
+            buffer.reset()
+            buffer.map(0, 0, 1)
+            buffer.map(0, 1, nr_subbufs)
+            engine: list[bytes | str] = []
+            seq = trial << 16
+            for kind, n in ops:
+                if kind == "w":
+                    buffer.write(0, record(8) + _raw_record(seq, n))
+                    seq += 1
+                elif kind == "g":
+                    buffer.map_get_reader(0)
+                    meta_bytes = buffer.mmap_read(0, 0, PAGE)
+                    reader_id = TRACE_BUFFER_META.unpack_from(meta_bytes)[5]
+                    engine += [meta_bytes,
+                               _masked(buffer.mmap_read(0, PAGE * (reader_id + 1), PAGE))]
+                else:
+                    try:
+                        engine.append(_masked(buffer.read_page_nowait(0, n)))
+                    except WouldBlock:
+                        engine.append("EAGAIN")
+            buffer.unmap(0)
+            buffer.unmap(0)
+            assert engine == kernel, f"trial {trial}: {ops}"
+    finally:
+        os.sched_setaffinity(0, affinity)
+        inst.rmdir()

@@ -79,8 +79,6 @@ MISSED_COUNT = struct.Struct("<Q")
 
 _pack_header = EVENT_HEADER.pack_into
 _pack_header_array0 = EVENT_HEADER_ARRAY0.pack_into
-#: At most 7 pad bytes: a 5-byte body in a 16-byte event.
-_ZEROS = bytes(8)
 
 
 def subbuf_data_size(subbuf_size: int) -> int:
@@ -135,9 +133,11 @@ def encode_data_event(page: bytearray | memoryview, offset: int, record: bytes, 
     ``rb_update_event``: bodies up to ``RB_MAX_SMALL_DATA`` say their size in
     ``type_len`` (in 4-byte words), longer ones use ``type_len`` 0 and put the
     body length (rounded, plus the 4 bytes of ``array[0]``) in ``array[0]``.
-    The bytes between the record's end and the event's end are zeroed (the
-    kernel leaves what the writer left; for every writer we emulate that is
-    zero). This is the ring's hot path: pass a ``memoryview`` of the page.
+    The bytes between the record's end and the event's end keep whatever
+    the page held: the kernel's writers (``trace_marker_raw``, user_events)
+    copy only the record, so stale bytes show through (zero in a fresh
+    page; measured on 6.18). This is the ring's hot path: pass a
+    ``memoryview`` of the page.
     """
     body = length - RB_EVNT_HDR_SIZE
     if body > RB_MAX_SMALL_DATA:
@@ -146,11 +146,7 @@ def encode_data_event(page: bytearray | memoryview, offset: int, record: bytes, 
     else:
         _pack_header(page, offset, (body >> 2) | (time_delta << 5))
         start = offset + 4
-    end = start + len(record)
-    page[start:end] = record
-    stop = offset + length
-    if end != stop:
-        page[end:stop] = _ZEROS[:stop - end]
+    page[start:start + len(record)] = record
 
 
 def encode_time_extend(page: bytearray | memoryview, offset: int, delta: int) -> None:

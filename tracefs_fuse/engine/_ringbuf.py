@@ -106,9 +106,9 @@ class TraceRecord(msgspec.Struct, frozen=True):
     Attributes:
         cpu: the CPU buffer it came from.
         ts: its absolute time stamp in the buffer's clock.
-        data: the event body: the record as written, padded with zeros to the
-            event's length (a 5-byte tail reads back as 8; the kernel's
-            ``ring_buffer_event_length``).
+        data: the event body: the record as written, padded to the event's
+            length (``ring_buffer_event_length``: a 5-byte tail reads back as
+            8) with whatever the page held there (zero in a fresh page).
         lost_events: events overwritten before this one since the last
             consuming read (``CPU:%d [LOST %lu EVENTS]``); always 0 from
             non-consuming iteration.
