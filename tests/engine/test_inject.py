@@ -152,6 +152,9 @@ def test_file_rules() -> None:
     assert inj.records[-1][8:16] == (1).to_bytes(8, "little")
     inj.tfs.top.set_tracing_on(False)
     assert handle.write(b"a=2", 0, ROOT) == 3  # accepted, nothing recorded
+    inj.tfs.top.set_tracing_on(True)
+    inj.tfs.top.cpumask = 0b10  # ROOT writes from CPU 0
+    assert handle.write(b"a=2", 0, ROOT) == 3
     assert len(inj.records) == 1
     inj.tfs.synth_events.delete("e")  # type: ignore[attr-defined]
     with pytest.raises(TracefsError) as info:

@@ -239,14 +239,14 @@ def test_trace_wrong_count_commits_a_zeroed_record_then_einval() -> None:
     assert len(entry) == t.event.fixed_size and not any(entry[8:])
 
 
-@pytest.mark.parametrize("setup", ["tracing_off", "too_big"])
+@pytest.mark.parametrize("setup", ["tracing_off", "too_big", "cpumask"])
 def test_trace_unreservable_is_einval(setup: str) -> None:
     t = Traced("char[] d")
+    value = b"x" * 5000 if setup == "too_big" else b"x"
     if setup == "tracing_off":
         t.tfs.top.set_tracing_on(False)
-        value = b"x"
-    else:
-        value = b"x" * 5000
+    elif setup == "cpumask":
+        t.tfs.top.cpumask = 0b01  # TASK runs on CPU 1
     assert t.errno(lambda: trace(t.file, [value], TASK)) == errno.EINVAL
     assert t.records == []
 

@@ -14,8 +14,9 @@ Rules:
     its NUL) and located by ``(len << 16) | offset`` (``__rel_loc``: offset
     from the end of the field); the header is the writer's (type, 0, 0, pid).
   * The event need not be enabled: injection reserves directly in the trace
-    array's buffer. When tracing is off, or the record does not fit, nothing
-    is recorded and the write still succeeds, as in the kernel.
+    array's buffer. When tracing is off, the record does not fit or the
+    writer's CPU is outside ``tracing_cpumask``, nothing is recorded and the
+    write still succeeds, as in the kernel.
   * Writes of a page or more are EINVAL; reads are EPERM; the file (mode
     0200) exists for every event that can be enabled.
 
@@ -316,7 +317,7 @@ class InjectFile(OpenFile):
             # header under the bytes copied over it.
             setup = TRACE_ENTRY.pack(self.event.id, 0, 0, task.pid)
             entry += setup[len(entry):(len(entry) + 3) & ~3]
-        if tr.can_record(len(entry)):
+        if tr.can_record(len(entry), task.cpu):
             tr.record(entry, task)
         return len(data)
 

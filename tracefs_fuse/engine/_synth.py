@@ -21,7 +21,8 @@ Rules:
     when it gets to it, after deleting those before it, as the kernel does.
   * Tracing from code (``synth_event_trace*``) records only while the event
     is enabled in the file's trace array; a record that cannot be reserved
-    (tracing off, too large) is EINVAL, as the kernel's failed reserve.
+    (tracing off, too large, the writer's CPU outside ``tracing_cpumask``)
+    is EINVAL, as the kernel's failed reserve.
 
 Caveats (deliberate deviations):
   * ``synth_event_add_val`` with a name no field has raises EINVAL; the
@@ -807,7 +808,7 @@ def trace(file: EventFileRef, values: Sequence[SynthValue], task: Task) -> None:
     if not tr.enabled(event):
         return
     size = event.fixed_size + dynamic_room(event, values)
-    if not tr.can_record(size):
+    if not tr.can_record(size, task.cpu):
         raise TracefsError(errno.EINVAL, "no room for the record (tracing off or too large)")
     header = _header(event, task)
     if len(values) != len(event.synth_fields):
@@ -917,7 +918,7 @@ def trace_start(file: EventFileRef, task: Task) -> SynthTraceState:
         return SynthTraceState(file, event, task, None)
     if event.dynamic_fields:
         raise TracefsError(ENOTSUPP, "piecewise tracing of dynamic fields")
-    if not tr.can_record(event.fixed_size):
+    if not tr.can_record(event.fixed_size, task.cpu):
         raise TracefsError(errno.EINVAL, "no room for the record (tracing off or too large)")
     entry = bytearray(_header(event, task).ljust(event.fixed_size, b"\0"))
     return SynthTraceState(file, event, task, entry)
