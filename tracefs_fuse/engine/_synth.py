@@ -102,12 +102,11 @@ _ALPHA = frozenset(
 _DIGITS = frozenset("0123456789")
 
 
-def is_good_name(name: str, hash_ok: bool = False) -> bool:
-    """``__is_good_name``: a C identifier (``-`` too for system names)."""
-    extra = "_-" if hash_ok else "_"
-    if not name or (name[0] not in _ALPHA and name[0] not in extra):
+def is_good_name(name: str) -> bool:
+    """``is_good_name``: a C identifier, letters as lib/ctype.c counts them."""
+    if not name or (name[0] not in _ALPHA and name[0] != "_"):
         return False
-    return all(c in _ALPHA or c in _DIGITS or c in extra for c in name[1:])
+    return all(c in _ALPHA or c in _DIGITS or c == "_" for c in name[1:])
 
 
 # -- the type table ---------------------------------------------------------------
