@@ -1035,8 +1035,15 @@ def _kernel_run(inst: Path, ops: list[tuple[str, int]], seq0: int) -> list[bytes
         seq = seq0
         for kind, n in ops + [("r", PAGE)] * 40:
             if kind == "w":
-                os.write(marker, _raw_record(seq, n))
+                try:
+                    os.write(marker, _raw_record(seq, n))
+                except OSError as exc:  # EBADF: full, overwrite off
+                    out.append(errno.errorcode[exc.errno])
                 seq += 1
+                continue
+            if kind in ("s", "o"):
+                (inst / ("buffer_size_kb" if kind == "s" else "options/overwrite")).write_text(
+                    str(n))
                 continue
             try:
                 out.append(os.read(pipe, n))
@@ -1050,9 +1057,10 @@ def _kernel_run(inst: Path, ops: list[tuple[str, int]], seq0: int) -> list[bytes
 
 @pytest.mark.oracle
 def test_ringbuf_live_kernel_random_sequences() -> None:
-    """Random raw-marker writes and reads of random sizes on the real kernel
-    (private instance, 8 KiB, counter clock) and on the engine: every read,
-    byte for byte. Run with ``pytest -m oracle tests/engine/test_ringbuf.py``."""
+    """Random raw-marker writes, reads of random sizes, resizes and overwrite
+    switches on the real kernel (private instance, counter clock) and on the
+    engine: every read, byte for byte (garbage masked), and every refused
+    write. Run with ``pytest -m oracle tests/engine/test_ringbuf.py``."""
     import random
 
     root = _live_tracefs()
@@ -1070,9 +1078,11 @@ def test_ringbuf_live_kernel_random_sequences() -> None:
         clocks = TraceClocks.from_source(ManualClock())
         buffer = RingBuffer(1, clocks["counter"], trace_buf_size=8 << 10)
         for trial in range(25):
-            ops = [("w", rng.randrange(0, 256)) if rng.random() < 0.7
-                   else ("r", rng.choice([8, 16, 40, 100, 512, 1024, 4096, 8192]))
-                   for _ in range(rng.randrange(5, 120))]
+            # Bursts of writes overflow the buffer between reads.
+            ops = [op for _ in range(rng.randrange(3, 30)) for op in rng.choice([
+                [("w", rng.randrange(0, 256))] * rng.randrange(1, 120),
+                [("r", rng.choice([8, 16, 40, 100, 512, 1024, 4096, 8192]))] * rng.randrange(1, 4),
+                [("s", rng.randrange(1, 20))], [("o", rng.randrange(2))]])] + [("o", 1), ("s", 8)]
             # One read() call: every call renders stats again, ticking the counter.
             fd = os.open(inst / "per_cpu/cpu0/stats", os.O_RDONLY)
             stats = os.read(fd, PAGE).decode()
@@ -1087,8 +1097,15 @@ def test_ringbuf_live_kernel_random_sequences() -> None:
             seq = trial << 16
             for kind, n in ops + [("r", PAGE)] * 40:
                 if kind == "w":
-                    buffer.write(0, record(8) + _raw_record(seq, n))
+                    if not buffer.write(0, record(8) + _raw_record(seq, n)):
+                        engine.append("EBADF")
                     seq += 1
+                    continue
+                if kind == "s":
+                    buffer.write_buffer_size_kb(str(n).encode())
+                    continue
+                if kind == "o":
+                    buffer.overwrite = bool(n)
                     continue
                 try:
                     engine.append(reader.read_nowait(n))
