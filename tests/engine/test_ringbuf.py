@@ -1038,7 +1038,7 @@ def _kernel_run(inst: Path, ops: list[tuple[str, int]], seq0: int) -> list[bytes
                 try:
                     os.write(marker, _raw_record(seq, n))
                 except OSError as exc:  # EBADF: full, overwrite off
-                    out.append(errno.errorcode[exc.errno])
+                    out.append(errno.errorcode[exc.errno or 0])
                 seq += 1
                 continue
             if kind in ("s", "o"):
