@@ -56,8 +56,6 @@ TS_EXTEND_MAX = 1 << 59
 #: so the addition sign-extends into the 64-bit ``local_t``).
 RB_MISSED_EVENTS = 1 << 31
 RB_MISSED_STORED = 1 << 30
-#: What readers (libtraceevent's kbuffer) mask ``commit`` with for the size.
-COMMIT_SIZE_MASK = (1 << 27) - 1
 
 # struct buffer_data_page {
 #         u64             time_stamp;     /* page time stamp */
@@ -121,7 +119,7 @@ def encode_commit(size: int, *, missed_events: bool = False,
     return commit
 
 
-def encode_page_header(page: bytearray, time_stamp: int, commit: int) -> None:
+def encode_page_header(page: bytearray | memoryview, time_stamp: int, commit: int) -> None:
     """Fill the 16-byte ``buffer_data_page`` header (``commit`` from :func:`encode_commit`)."""
     BUFFER_DATA_PAGE.pack_into(page, 0, time_stamp, commit)
 

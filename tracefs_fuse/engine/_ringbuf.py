@@ -57,11 +57,11 @@ import msgspec
 from ._clock import ClockSource, TraceClock, format_ts
 from ._errors import TracefsError, WouldBlock
 from ._kstrto import kstrtoul_from_user
-from ._page import (BUF_PAGE_HDR_SIZE, BUFFER_DATA_PAGE, EVENT_HEADER_ARRAY0, MISSED_COUNT,
-                    PAGE_SIZE, RB_EVNT_MIN_SIZE, RB_LEN_TIME_EXTEND, RB_MAX_SMALL_DATA,
-                    RINGBUF_TYPE_DATA_TYPE_LEN_MAX, RINGBUF_TYPE_PADDING, TS_EXTEND_MAX,
-                    TS_MASK, TS_SHIFT, encode_commit, encode_data_event, rb_calculate_event_length,
-                    encode_discard_padding, encode_null_padding, encode_time_extend,
+from ._page import (BUF_PAGE_HDR_SIZE, EVENT_HEADER_ARRAY0, MISSED_COUNT, PAGE_SIZE,
+                    RB_EVNT_MIN_SIZE, RB_LEN_TIME_EXTEND, RINGBUF_TYPE_DATA_TYPE_LEN_MAX,
+                    RINGBUF_TYPE_PADDING, TS_EXTEND_MAX, TS_MASK, TS_SHIFT, encode_commit,
+                    encode_data_event, encode_discard_padding, encode_null_padding,
+                    encode_page_header, encode_time_extend, rb_calculate_event_length,
                     subbuf_data_size)
 
 #: ``TRACE_BUF_SIZE_DEFAULT``: what a buffer expands to (1408 KiB per CPU).
@@ -205,7 +205,7 @@ class BufferPage:
 
     def render(self) -> bytes:
         """The page as a mapping shows it (header packed from the fields)."""
-        BUFFER_DATA_PAGE.pack_into(self.data, 0, self.time_stamp, self.commit + self.missed)
+        encode_page_header(self.data, self.time_stamp, self.commit + self.missed)
         return bytes(self.data)
 
 
@@ -574,7 +574,7 @@ class CpuBuffer:
         if missed and self.bsize - size >= MISSED_COUNT.size:
             MISSED_COUNT.pack_into(data, BUF_PAGE_HDR_SIZE + size, missed)
             stored = True
-        BUFFER_DATA_PAGE.pack_into(data, 0, spare.time_stamp, encode_commit(
+        encode_page_header(data, spare.time_stamp, encode_commit(
             size, missed_events=bool(missed), missed_stored=stored))
         return True
 
