@@ -15,15 +15,18 @@ from pathlib import Path
 import pytest
 
 from tracefs_fuse.engine import _uapi as uapi
+from tracefs_fuse.engine._dynamic_events import DynamicEvents
 from tracefs_fuse.engine._errors import TracefsError
 from tracefs_fuse.engine._events import EventFile, EventTable, Probe
 from tracefs_fuse.engine._legacy_abi import LAYOUTS, LegacyRegistration
-from tracefs_fuse.engine._status_page import (STATUS_PAGE_SIZE, StatusFile, StatusPage,
-                                              render_legacy_status, user_events_status_node)
+from tracefs_fuse.engine._status_page import (STATUS_PAGE_SIZE, StatusFile, StatusMapping,
+                                              StatusPage, render_legacy_status,
+                                              user_events_status_node)
 from tracefs_fuse.engine._task import Task
-from tracefs_fuse.engine._tree import FileKind, TextFile
+from tracefs_fuse.engine._tree import FileKind, TextFile, Vma
 from tracefs_fuse.engine._uapi import Abi
-from tracefs_fuse.engine._user_events import UserEvent, UserEventRegistry, UserEventsFile
+from tracefs_fuse.engine._user_events import (UserEvent, UserEventRegistry, UserEventsFile,
+                                              UserEventsProvider)
 from tracefs_fuse.engine._user_events_data import UserEventsData
 
 from .fakes import Client, FakeMemory, FakeRecorder
@@ -47,7 +50,9 @@ class LegacyClient(Client):
         else:
             raw = struct.pack("<IQII", 20 if size is None else size, names,
                               0xDEADBEEF, 0xDEADBEEF)
-        self.memory.put(self.tgid, self.REG, raw + extra)
+        # The whole scratch page is rewritten: bytes past the struct are zero
+        # unless ``extra`` says otherwise (copy_struct_from_user reads them).
+        self.memory.put(self.tgid, self.REG, (raw + extra).ljust(4096, b"\0"))
         return self.REG
 
     def outputs(self, abi: Abi) -> tuple[int, int]:
@@ -65,7 +70,11 @@ class World:
         self.memory = FakeMemory()
         self.table = EventTable()
         self.page = StatusPage(self.abis) if any(a.has_status_page for a in self.abis) else None
-        self.registry = UserEventRegistry(self.table, self.memory, status_page=self.page)
+        self.dynamic_events = DynamicEvents()
+        self.registry = UserEventRegistry(self.table, self.memory, status_page=self.page,
+                                          on_created=self.dynamic_events.add,
+                                          on_destroyed=self.dynamic_events.remove)
+        self.dynamic_events.providers.append(UserEventsProvider(self.registry))
         legacy = LegacyRegistration(self.registry, self.page) if self.page else None
         self.data = UserEventsData(self.registry, self.abis, legacy)
         self.recorder = FakeRecorder()
@@ -93,6 +102,14 @@ class World:
 
     def delete(self, f: UserEventsFile, c: LegacyClient, name: str) -> None:
         self.data.ioctl(f, DEL, c.name(name, Client.NAMES + 2048), c.task)
+
+    def map(self, **vma: int) -> StatusMapping:
+        """A client's mapping of user_events_status, as the adapter reports it."""
+        assert self.page is not None
+        mapping = StatusMapping(self.page)
+        mapping.mapped(Vma(**{**dict(pgoff=0, nr_pages=1, write=False, execute=False,
+                                      shared=True), **vma}))
+        return mapping
 
     def page_bytes(self) -> bytes:
         assert self.page is not None
@@ -232,20 +249,21 @@ def test_legacy_example_flow(abi: Abi, enabled) -> None:  # type: ignore[no-unty
     c = w.client()
     status = user_events_status_node(w.registry, w.page).open(0, c.task)
     assert isinstance(status, StatusFile)
-    page = status.map_read(0, STATUS_PAGE_SIZE)  # mmap before registering
+    mapping = w.map()  # mmap(PROT_READ, MAP_SHARED) of one page, before registering
+    page = mapping.map_read(0, STATUS_PAGE_SIZE)
     assert page == bytes(STATUS_PAGE_SIZE)
     f = w.open()
     slot, index = w.reg(f, c, abi, "test u32 count")
     assert (slot, index) == (1, 0)
-    assert not enabled(status.map_read(0, STATUS_PAGE_SIZE), slot)
+    assert not enabled(mapping.map_read(0, STATUS_PAGE_SIZE), slot)
     version = w.page.version if w.page else 0
     w.enable("test")
-    assert enabled(status.map_read(0, STATUS_PAGE_SIZE), slot)
+    assert enabled(mapping.map_read(0, STATUS_PAGE_SIZE), slot)
     assert w.page is not None and w.page.version > version
     assert write(w, f, c, index, (7).to_bytes(4, "little")) == 8
     assert len(w.recorder.entries) == 1
     w.enable("test", False)
-    assert status.map_read(0, STATUS_PAGE_SIZE) == bytes(STATUS_PAGE_SIZE)
+    assert mapping.map_read(0, STATUS_PAGE_SIZE) == bytes(STATUS_PAGE_SIZE)
 
 
 def test_legacy_5_18_byte_shows_each_probe_kind() -> None:
@@ -296,12 +314,31 @@ def test_legacy_status_file_text_and_page_on_one_open_file() -> None:
     assert (node.kind, node.mode & 0o777) == (FileKind.MAPPABLE_TEXT, 0o640)
     status = node.open(0, c.task)
     assert isinstance(status, StatusFile)
+    mapping = w.map()
     w.enable("test")
     text = b"1:test # Used by ftrace\n\nActive: 1\nBusy: 1\nMax: 32768\n"
     assert status.read(0, 4096) == text
-    assert status.map_read(0, 4) == b"\x02\0\0\0"
+    assert mapping.map_read(0, 4) == b"\x02\0\0\0"
     assert status.read(0, 4096) == text  # and text reads leave the page alone
-    assert status.map_read(0, 1) == b"\x02"
+    assert mapping.map_read(0, 1) == b"\x02"
+
+
+@pytest.mark.parametrize(("vma", "expected"), [
+    # user_status_mmap() of 6.1.192 (mmap.* in the capture): one page, else
+    # EINVAL; offset, PROT_WRITE, PROT_EXEC and MAP_PRIVATE are all accepted.
+    (dict(), 0),
+    (dict(nr_pages=2), errno.EINVAL),
+    (dict(pgoff=1), 0),
+    (dict(write=True), 0),
+    (dict(shared=False, write=True), 0),
+    (dict(execute=True), 0),
+])
+def test_legacy_status_mapping_refusals(vma: dict, expected: int) -> None:
+    w = World("6.1")
+    if expected:
+        assert errno_of(lambda: w.map(**vma)) == expected
+    else:
+        w.map(**vma).unmapped()
 
 
 @pytest.mark.parametrize(("mode", "kind", "perm", "first_line"), [
@@ -471,8 +508,7 @@ def test_legacy_full_page_is_emfile(abi: Abi, capacity: int) -> None:
 def test_legacy_auto_mode_serves_all_eras_from_one_page() -> None:
     w = World("auto")
     old, new, cur = w.client(100), w.client(200), w.client(300)
-    status = user_events_status_node(w.registry, w.page).open(0, old.task)
-    assert isinstance(status, StatusFile)
+    mapping = w.map()
     f_old, f_new, f_cur = w.open(), w.open(), w.open()
     assert w.reg(f_old, old, Abi.V5_18, "a u32 x") == (1, 0)
     assert w.reg(f_new, new, Abi.V6_1, "b u32 x") == (32767, 0)
@@ -484,11 +520,11 @@ def test_legacy_auto_mode_serves_all_eras_from_one_page() -> None:
     assert w.reg(f_old, old, Abi.V5_18, "c") == (2, 1)
     assert w.data.ioctl(f_new, REG, new.user_reg("a u32 x", bit=5), new.task) == 0
     w.enable("a")
-    page = status.map_read(0, STATUS_PAGE_SIZE)
+    page = mapping.map_read(0, STATUS_PAGE_SIZE)
     assert page[1] == 0x01 and bit_set(page, 32766) and not bit_set(page, 32767)
     assert new.word() & 1 << 5
     w.enable("c")
-    assert status.map_read(2, 1) == b"\x01" and cur.word() == 1
+    assert mapping.map_read(2, 1) == b"\x01" and cur.word() == 1
     # Mainline rules stay mainline: same name, other fields is EADDRINUSE...
     assert errno_of(lambda: w.data.ioctl(
         f_cur, REG, cur.user_reg("b u64 y", bit=1), cur.task)) == errno.EADDRINUSE
@@ -514,3 +550,190 @@ def test_legacy_auto_claim_of_existing_event_fails_cleanly_when_full() -> None:
     refcnt = m.refcnt
     assert errno_of(lambda: w.reg(f, c, Abi.V5_18, "m")) == errno.EMFILE
     assert m.refcnt == refcnt and m.status_index is None
+
+
+# -- differential: tests/oracle/clients/legacy_status_page.c on Linux 6.1.192 ----------
+
+def read_golden() -> dict[str, str]:
+    """The probe's key=value lines, unescaped (``\\n``, ``\\t``, ``\\\\``)."""
+    golden = {}
+    for line in GOLDEN.read_text().splitlines():
+        if line.startswith("#"):
+            continue
+        key, _, value = line.partition("=")
+        golden[key] = value.encode("latin-1").decode("unicode_escape")
+    return golden
+
+
+class Replay:
+    """legacy_status_page.c's steps against a ``--abi 6.1`` engine, same keys."""
+
+    def __init__(self) -> None:
+        self.w = World("6.1")
+        self.out: dict[str, str] = {}
+        self.c = self.w.client(100)
+
+    def put(self, key: str, value: object) -> None:
+        self.out[key] = str(value)
+
+    def rc(self, call) -> str:  # type: ignore[no-untyped-def]
+        try:
+            call()
+        except TracefsError as exc:
+            return errno.errorcode[exc.errno]
+        return "0"
+
+    def reg(self, key: str, f: UserEventsFile, command: str, c: LegacyClient | None = None,
+            **kw: int) -> tuple[int, int]:
+        c = c or self.c
+        try:
+            slot, index = self.w.reg(f, c, Abi.V6_1, command, **kw)
+        except TracefsError as exc:
+            self.put(key, errno.errorcode[exc.errno])
+            return 0, 0
+        self.put(key, f"0 bit={slot} index={index}")
+        return slot, index
+
+    def text(self, key: str) -> None:
+        status = user_events_status_node(self.w.registry, self.w.page).open(0, self.c.task)
+        self.put(key, status.read(0, 1 << 20).decode("latin-1"))
+
+    def page(self, key: str) -> None:
+        page = self.w.page_bytes()
+        self.put(key, " ".join(f"{i}:{b:02x}" for i, b in enumerate(page) if b) or "zero")
+
+    def bit(self, key: str, slot: int) -> None:
+        self.put(key, int(bit_set(self.w.page_bytes(), slot)))
+
+    def write(self, key: str, f: UserEventsFile, index: int, payload: bytes) -> None:
+        try:
+            self.put(key, write(self.w, f, self.c, index, payload))
+        except TracefsError as exc:
+            self.put(key, errno.errorcode[exc.errno])
+
+    def delete(self, key: str, f: UserEventsFile, name: str) -> None:
+        self.put(key, self.rc(lambda: self.w.delete(f, self.c, name)))
+
+    def run(self) -> dict[str, str]:
+        w = self.w
+        node = user_events_status_node(w.registry, w.page)
+        self.put("mode.user_events_status", f"{node.mode & 0o7777:04o}")
+        self.text("status.empty")
+        self.registration_checks()
+        self.example_flow()
+        self.two_processes()
+        self.text("status.final")
+        return self.out
+
+    def registration_checks(self) -> None:
+        f = self.w.open()
+        for key, kw in (("reg.size0", dict(size=0)), ("reg.size19", dict(size=19)),
+                        ("reg.size20", dict(size=20)),
+                        ("reg.size24_zero_tail", dict(size=24, extra=bytes(4))),
+                        ("reg.size24_nonzero_tail", dict(size=24, extra=b"\1\0\0\0")),
+                        ("reg.size4096", dict(size=4096)), ("reg.size4097", dict(size=4097))):
+            self.reg(key, f, "__legacy_size u32 a", **kw)  # type: ignore[arg-type]
+        self.reg("reg.name_null", f, "", name_args=0)
+        self.reg("reg.bad_field", f, "__legacy_bad u33 a")
+        self.reg("reg.after_bad_field", f, "__legacy_after")
+        big = "__legacy" + "x" * 503
+        long_file = self.w.open()
+        self.reg("reg.name511", long_file, big)
+        long_file.release()
+        self.delete("reg.name511_deleted", f, big)
+        self.reg("reg.name512", f, big + "x")
+        self.put("ioctl.unreg", self.rc(lambda: self.w.data.ioctl(f, UNREG, Client.REG,
+                                                                  self.c.task)))
+        f.release()
+        self.w.delete(self.w.open(), self.c, "__legacy_size")
+
+    def example_flow(self) -> None:
+        w = self.w
+        f = w.open()
+        a, a_index = self.reg("flow.reg_a", f, "__legacy_a u32 count")
+        self.reg("flow.reg_a_again", f, "__legacy_a u32 count")
+        self.reg("flow.reg_a_other_fields", f, "__legacy_a u64 other; char[8] s")
+        self.reg("flow.reg_a_bad_fields", f, "__legacy_a u33 nonsense")
+        self.reg("flow.reg_a_flags", f, "__legacy_a:BPF_ITER u32 count")
+        b, _ = self.reg("flow.reg_b_flags", f, "__legacy_b:FOO,BAR char[8] s")
+        f2 = w.open()
+        self.reg("flow.reg_b_second_file", f2, "__legacy_b")
+        self.text("flow.status_registered")
+        self.page("flow.page_registered")
+        count = (7).to_bytes(4, "little")
+        self.write("flow.write_short_disabled", f, a_index, count[:2])
+        self.write("flow.write_unknown_index", f, 9, count)
+        self.write("flow.write_negative_index", f, -1, count)
+        self.put("flow.write_no_index", self.rc(lambda: w.data.write(f, b"ab", 0, self.c.task)))
+        w.enable("__legacy_a")
+        self.bit("flow.bit_a_enabled", a)
+        self.page("flow.page_a_enabled")
+        self.text("flow.status_a_enabled")
+        self.write("flow.write_enabled", f, a_index, count)
+        self.write("flow.write_enabled_long", f, a_index, b"0123456789")
+        self.write("flow.write_short_enabled", f, a_index, count[:2])
+        event_b = w.event("__legacy_b")
+        event_b.attach(Probe.PERF)  # perf_event_open() of the tracepoint
+        self.bit("flow.bit_b_perf", b)
+        w.enable("__legacy_b")
+        self.text("flow.status_both")
+        event_b.detach(Probe.PERF)
+        self.bit("flow.bit_b_after_perf_close", b)
+        w.enable("__legacy_b", False)
+        self.delete("flow.del_enabled", f, "__legacy_a")
+        w.enable("__legacy_a", False)
+        self.bit("flow.bit_a_disabled", a)
+        self.page("flow.page_disabled")
+        self.delete("flow.del_referenced", f, "__legacy_a")
+        self.delete("flow.del_missing", f, "__legacy_nothere")
+        self.delete("flow.del_with_fields", f, "__legacy_a u32 count")
+        f.release()
+        self.delete("flow.del_b_other_file_open", f2, "__legacy_b")
+        self.delete("flow.del_a_closed", f2, "__legacy_a")
+        self.delete("flow.del_a_again", f2, "__legacy_a")
+        self.reg("flow.reg_c_reuses_bit", f2, "__legacy_c")
+        f2.release()
+        self.text("flow.status_end")
+        self.page("flow.page_end")
+        for name in ("__legacy_b", "__legacy_c", "__legacy_after"):
+            w.delete(w.open(), self.c, name)
+
+    def two_processes(self) -> None:
+        w = self.w
+        child = w.client(200)
+        f = w.open()
+        bit, _ = self.reg("fork.child_bit", f, "__legacy_child u32 a", c=child)
+        self.put("fork.child_bit", bit)
+        f.release()  # the child exits
+        w.enable("__legacy_child")
+        self.bit("fork.parent_sees_bit", bit)
+        w.enable("__legacy_child", False)
+        self.bit("fork.parent_sees_clear", bit)
+        self.delete("fork.del_after_child_exit", w.open(), "__legacy_child")
+
+
+def test_legacy_6_1_replays_linux_6_1_192() -> None:
+    golden = read_golden()
+    replayed = Replay().run()
+    assert {k: golden[k] for k in replayed} == replayed
+
+
+@pytest.mark.xfail(strict=True, reason="dynamic_events needs the pinned era: u:name:FLAGS is "
+                   "EINVAL and -:name needs the fields (mainline rules) -- registry change")
+def test_legacy_6_1_dynamic_events_replay_linux_6_1_192() -> None:
+    golden = read_golden()
+    replay = Replay()
+    w = replay.w
+    task = replay.c.task
+    for key, command in (("dyn.create", "u:__legacy_dyn u32 x; u64 y\n"),
+                         ("dyn.create_flags", "u:__legacy_dyn2:FLAG u32 x\n")):
+        replay.put(key, replay.rc(lambda: w.dynamic_events.write(command.encode(), task)))
+    replay.put("dyn.listing", w.dynamic_events.render())
+    replay.text("dyn.status")
+    f = w.open()
+    replay.reg("dyn.reg_existing", f, "__legacy_dyn")
+    f.release()
+    for key, command in (("dyn.delete_by_name", "-:__legacy_dyn\n"),
+                         ("dyn.delete_with_fields", "-:__legacy_dyn2 u32 x\n")):
+        replay.put(key, replay.rc(lambda: w.dynamic_events.write(command.encode(), task)))
+    assert {k: golden[k] for k in replay.out} == replay.out

@@ -19,31 +19,33 @@ Rules:
     from the top (bit 32767 down), never sharing a byte. Only events
     registered through an old ABI get a slot (an event made by a mainline
     client or ``dynamic_events`` gets one when an old client registers it).
-    Limits: the two eras share the page's 4095 usable bytes, so EMFILE comes
-    when they meet (e.g. 4095 - ceil(n/8) byte slots are left beside n bit
-    slots), and 6.1 clients get bits counted down from 32767 instead of up
-    from 1 (no client depends on the value; the selftests only check it is
-    not 0).
   * The page is zeroed where a slot is released, so a reused slot starts
     clear. Every change of the page's bytes bumps :attr:`StatusPage.version`;
     the adapter pushes the whole page into clients' mappings when it moves.
   * Nothing here reads process memory or knows about FUSE: page-cache fills
-    are answered by :meth:`StatusPage.mmap_read`.
+    are answered by :meth:`StatusPage.mmap_read` (through :class:`StatusMapping`,
+    what ``Tracefs.mappable`` returns for the file).
 
-What FUSE cannot enforce (``user_status_mmap``): mmap() itself never reaches
-a FUSE daemon, only the page-cache fills of the pages a client touches. The
-kernel refuses a mapping whose length is not one page (EINVAL); it maps the
-page whatever the offset (``remap_pfn_range`` ignores ``vm_pgoff``), and a
-writable ``MAP_SHARED`` mapping of an ``O_RDWR`` file is accepted and its
-stores land in the real page (Linux 6.1.192: a byte stored by one process was
-seen by every other mapping). Here only offset 0 has data: the adapter must
-report ``st_size`` = :data:`STATUS_PAGE_SIZE` for the file (a fault at or past
-``st_size`` is SIGBUS without asking us), so a two-page mapping succeeds but
-its second page raises SIGBUS, and so does a mapping at offset 4096. Stores
-through a writable shared mapping stay in the client-side page cache (this
-file has no ``write`` operation, so write-back fails) until the next push
-overwrites them. ``MAP_SHARED`` with ``PROT_WRITE`` on an ``O_RDONLY`` file is
-EACCES from the VFS in both.
+Caveats:
+  * ``auto`` layout: the two eras share the page's 4095 usable bytes, so
+    EMFILE comes when they meet (n bit slots leave 4095 - ceil(n/8) byte
+    slots), and 6.1 clients get bits counted down from 32767 instead of up
+    from 1 (no client depends on the value; the selftests check it is not 0).
+  * mmap() itself never reaches a FUSE daemon. The adapter finds mappings in
+    ``/proc/<pid>/maps`` when their process faults and reports them to
+    :meth:`StatusMapping.mapped`, where ``user_status_mmap``'s one refusal
+    (EINVAL unless the mapping is exactly one page) applies: the refused
+    mapping's first fault is SIGBUS instead of mmap() failing. The kernel
+    maps the page whatever the offset (``remap_pfn_range`` ignores
+    ``vm_pgoff``) and accepts a writable ``MAP_SHARED`` mapping of an
+    ``O_RDWR`` file whose stores land in the real page (Linux 6.1.192: a
+    byte stored by one process was seen by every other mapping). Here the
+    file is one page long (the adapter's ``st_size``, since a fault at or
+    past it is SIGBUS without asking us), so a mapping at offset 4096 is
+    accepted but SIGBUS when touched, and stores through a writable shared
+    mapping stay in the page cache (the file has no ``write``, so write-back
+    fails) until the next push overwrites the page. ``MAP_SHARED`` +
+    ``PROT_WRITE`` on an ``O_RDONLY`` file is EACCES from the VFS in both.
 
 Kernel: kernel/trace/trace_events_user.c of 5.18 (``register_page_data``,
 ``update_reg_page_for``, ``user_status_mmap``, ``user_seq_show``) and 6.1
@@ -63,7 +65,7 @@ from ._errors import TracefsError
 from ._events import Probe
 from ._jhash import hash_32, jhash
 from ._task import Task
-from ._tree import TRACE_MODE_WRITE, File, FileKind, OpenFile, TextFile, text_file
+from ._tree import TRACE_MODE_WRITE, File, FileKind, OpenFile, TextFile, Vma, text_file
 from ._uapi import PAGE_SIZE, Abi
 from ._user_events import UserEvent, UserEventRegistry
 from ._user_events_files import render_status
@@ -289,16 +291,32 @@ def _hash_order(registry: Iterable[UserEvent], bits: int) -> list[UserEvent]:
 
 
 class StatusFile(TextFile):
-    """An open ``user_events_status`` of a status-page era: text and a page."""
+    """An open ``user_events_status`` of a status-page era: text to read(),
+    the page to mmap() (served by :class:`StatusMapping`, per file)."""
 
     kind = FileKind.MAPPABLE_TEXT
 
-    def __init__(self, render: Callable[[], str], page: StatusPage) -> None:
-        super().__init__(render)
+
+class StatusMapping:
+    """The mmap side of ``user_events_status`` (see :class:`~._tree.Mappable`)."""
+
+    def __init__(self, page: StatusPage) -> None:
         self.page = page
 
+    def mapped(self, vma: Vma) -> None:
+        """``user_status_mmap``: any offset, protection and sharing, one page.
+
+        Raises:
+            TracefsError: EINVAL unless the mapping is exactly one page
+                (``size != MAX_BYTES``).
+        """
+        if vma.nr_pages * PAGE_SIZE != STATUS_PAGE_SIZE:
+            raise TracefsError(errno.EINVAL, f"a status mapping is one page, not {vma.nr_pages}")
+
+    def unmapped(self) -> None:
+        """Nothing to undo: the page is shared by every mapping."""
+
     def map_read(self, offset: int, size: int) -> bytes:
-        """A page-cache fill (an mmap() fault): the status page."""
         return self.page.mmap_read(offset, size)
 
 
@@ -316,6 +334,6 @@ def user_events_status_node(registry: UserEventRegistry, page: StatusPage | None
                                  else partial(render_legacy_status, registry, page.pinned))
 
     def opener(flags: int, task: Task) -> OpenFile:
-        return StatusFile(render, page)
+        return StatusFile(render)
 
     return File("user_events_status", TRACE_MODE_WRITE, opener, FileKind.MAPPABLE_TEXT)
