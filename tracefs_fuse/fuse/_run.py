@@ -19,6 +19,7 @@ import errno
 import logging
 import os
 import signal
+import subprocess
 import sys
 
 import trio
@@ -77,17 +78,30 @@ async def _run(config: MountConfig, argv: list[str]) -> int:
         with _Forwarder() as forwarder:
             try:
                 # close_fds=False: descriptors we inherited pass on to the command
-                # (our own are close-on-exec, Python's default).
-                process = await trio.lowlevel.open_process(argv, preexec_fn=_child_setup,
-                                                           close_fds=False)
+                # (our own are close-on-exec, Python's default). Forked here, in
+                # the main thread: PR_SET_PDEATHSIG fires when the *thread* that
+                # forked the child ends, and trio.lowlevel.open_process forks in
+                # a worker thread that trio retires after 10 s idle, which
+                # killed every command running longer than that.
+                process = subprocess.Popen(argv, preexec_fn=_child_setup, close_fds=False)
             except OSError as exc:
                 print(f"tracefs-fuse run: {argv[0]}: {exc.strerror}", file=sys.stderr)
                 terminate()
                 return 127 if exc.errno == errno.ENOENT else 126
             forwarder.started(process.pid)
-            status = exit_status(await process.wait())
+            status = exit_status(await _wait(process))
         terminate()  # unmount; the daemon's tasks then end by themselves
     return status
+
+
+async def _wait(process: subprocess.Popen[bytes]) -> int:
+    """The command's return code, awaited on a pidfd (no thread, no SIGCHLD)."""
+    pidfd = os.pidfd_open(process.pid)
+    try:
+        await trio.lowlevel.wait_readable(pidfd)
+    finally:
+        os.close(pidfd)
+    return process.wait()
 
 
 class _Forwarder:
