@@ -85,9 +85,28 @@ class RawPipeFile(OpenFile):
         self.buffer_percent = buffer_percent
         self.publish = publish
         self.reader = buffer.open_raw_reader(cpu)
+        self._splice_rest = b""
 
     def read(self, offset: int, size: int) -> bytes:
         return self.reader.read_nowait(size)
+
+    def splice_read(self, size: int) -> bytes:
+        """``tracing_buffers_splice_read``'s take, ``size`` bytes at a time.
+
+        Only whole sub-buffers, only pages the writer has left
+        (``ring_buffer_read_page`` with ``full``); waiting for
+        ``buffer_percent`` is the caller's business. A sub-buffer larger than
+        ``size`` (the adapter fills a page cache a page at a time) is handed
+        out in pieces, the next piece first.
+
+        Raises:
+            WouldBlock: no piece left and no complete sub-buffer.
+        """
+        if not self._splice_rest:
+            self._splice_rest = self.buffer.read_page_nowait(
+                self.cpu, self.buffer.subbuf_size, full=True)
+        piece, self._splice_rest = self._splice_rest[:size], self._splice_rest[size:]
+        return piece
 
     def poll(self) -> int:
         # ring_buffer_poll_wait honours buffer_percent for trace_pipe_raw.
