@@ -114,8 +114,17 @@ class MappingTracker:
         for tgid in {k[0] for k in self._known}:
             self.look(tgid)
 
+    def maps(self, pid: int, inode: int) -> bool:
+        """Does ``pid``'s process map the file (accepted or refused)?"""
+        return any(ino == inode for ino, _ in self._maps(self.tgid_of(pid)).values())
+
     def fault(self, pid: int, path: Path, offset: int, size: int) -> bytes:
         """Serve a page fault of ``pid`` in its mapping of ``path``.
+
+        Always ``size`` bytes: the fault's read-around may reach past the
+        ring, and FUSE takes a short page-cache fill for end of file and
+        shrinks i_size to it (``fuse_short_read``), after which faults past
+        it are SIGBUS and splice() sees EOF.
 
         Raises:
             TracefsError: EIO if the mapping was refused (the client gets
@@ -127,7 +136,7 @@ class MappingTracker:
             raise TracefsError(errno.EIO, "fault in a refused mapping")
         mappable = self.engine.mappable(path)
         assert mappable is not None
-        return mappable.map_read(offset, size)
+        return mappable.map_read(offset, size).ljust(size, b"\0")
 
     def _unmapped(self, key: tuple[int, int]) -> None:
         path = self._known.pop(key)
