@@ -47,6 +47,10 @@ _NAME_MAX = 255
 _MAPPABLE_SIZE = {FileKind.MAPPABLE_TEXT: 4096, FileKind.MAPPABLE_PIPE: 1 << 40}
 
 
+#: Text files are seq_files: seekable, each read continuing where the last ended.
+_SEEKABLE = (FileKind.TEXT, FileKind.MAPPABLE_TEXT)
+
+
 def _representable(name: str) -> bool:
     return name not in ("", ".", "..") and "/" not in name and "\0" not in name
 
@@ -220,11 +224,15 @@ class TracefsOperations(pyfuse3.Operations):
         fh = self.files.add(file, path)
         kind = node.kind
         # Every tracefs file reports size 0: only direct I/O reads past it.
+        # trace_pipe_raw's page cache is dropped at each open: splice() fills
+        # it with consumed sub-buffers at the opener's file position, which a
+        # later opener would read again from offset 0. Its mappings lose
+        # nothing by it (faults are served from the engine's pages).
         info = pyfuse3.FileInfo(fh=fh, direct_io=True,
-                                keep_cache=kind in (FileKind.MAPPABLE_PIPE, FileKind.MAPPABLE_TEXT),
-                                nonseekable=kind is not FileKind.TEXT)
+                                keep_cache=kind is FileKind.MAPPABLE_TEXT,
+                                nonseekable=kind not in _SEEKABLE)
         extra = FOPEN_NOFLUSH
-        if kind is not FileKind.TEXT:
+        if kind not in _SEEKABLE:
             # Streams see position 0 on every read and write, as the kernel's
             # user_events_data and trace_pipe* do (they ignore the position).
             extra |= FOPEN_STREAM

@@ -28,7 +28,8 @@ from typing import Callable
 
 import trio
 
-from ..engine._errors import WouldBlock
+from ..engine._buffer_files import RawPipeFile
+from ..engine._errors import TracefsError, WouldBlock
 from ..engine._task import Task
 from ..engine._tree import FileKind, OpenFile
 from ._errno import errno_of
@@ -41,6 +42,8 @@ log = logging.getLogger(__name__)
 #: fuse_ioctl_in.flags: FUSE_IOCTL_COMPAT (a 32-bit caller on a 64-bit kernel).
 FUSE_IOCTL_COMPAT = 1 << 0
 _MAPPABLE = (FileKind.MAPPABLE_PIPE, FileKind.MAPPABLE_TEXT)
+#: A page-cache fill of one page: the only size a splice() fill is served at.
+_PAGE_SIZE = 4096
 #: Writes to these resize buffers, which the kernel refuses while mapped.
 _RESIZERS = ("buffer_size_kb", "buffer_subbuf_size_kb")
 
@@ -87,9 +90,13 @@ class RequestHandler:
         try:
             file = self.ops.files.get(fh)
             if lock_owner == 0 and file.kind in _MAPPABLE:
-                # A page-cache fill: an mmap() fault, never a read() (which is
-                # direct I/O and carries the file's lock owner).
-                data = self.mappings.fault(req.pid, self.ops.files.path(fh), offset, size)
+                # A page-cache fill: an mmap() fault, or a splice() (FUSE
+                # splices through the page cache); never a read(), which is
+                # direct I/O and carries the file's lock owner.
+                if isinstance(file, RawPipeFile) and not self.mappings.maps(req.pid, ino):
+                    data = _splice_fill(file, size, flags)
+                else:
+                    data = self.mappings.fault(req.pid, self.ops.files.path(fh), offset, size)
             else:
                 data = file.read(offset, size)
         except WouldBlock:
@@ -183,6 +190,30 @@ class RequestHandler:
         # No output data: the kernel copies nothing back over what the engine
         # wrote into the caller's memory.
         req.reply_ioctl(result)
+
+
+def _splice_fill(file: RawPipeFile, size: int, flags: int) -> bytes:
+    """One page of a ``splice()`` from ``trace_pipe_raw``, for the page cache.
+
+    A fill is never held (a held fill is a locked page; when it is readahead,
+    only SIGKILL frees the caller) and never short (FUSE takes a short fill
+    for end of file and shrinks i_size). So: one page of whole sub-buffers,
+    readahead windows refused (the kernel then fills page by page, and the
+    error is not seen), and with no whole sub-buffer EAGAIN for O_NONBLOCK, or
+    EINTR where the kernel would wait for buffer_percent: tools select()
+    first and retry EINTR, and a splice that has pages returns them. See
+    docs/readers.md.
+
+    Raises:
+        TracefsError: EAGAIN or EINTR, as above.
+    """
+    error = errno.EAGAIN if flags & os.O_NONBLOCK else errno.EINTR
+    if size != _PAGE_SIZE:
+        raise TracefsError(error, f"page-cache fill of {size} bytes (readahead)")
+    try:
+        return file.splice_read(size)
+    except WouldBlock:
+        raise TracefsError(error, "no whole sub-buffer to splice") from None
 
 
 class _Waiter:
