@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument("mountpoint")
     mount.add_argument("--foreground", "-f", action="store_true")
     mount.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+    mount.add_argument("--log", default=os.devnull,
+                       help="where a background daemon writes its log (default: nowhere)")
     _mount_options(mount)
     umount = sub.add_parser("umount", help="unmount a tracefs-fuse mount")
     umount.add_argument("mountpoint")
@@ -82,10 +84,14 @@ def cmd_mount(args: argparse.Namespace) -> int:
     if args.foreground:
         return _serve_foreground(config, args.ready_fd)
     read_fd, write_fd = os.pipe()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tracefs_fuse", "mount", "--foreground",
-         "--ready-fd", str(write_fd), *_rebuild(args)],
-        pass_fds=(write_fd,), stdin=subprocess.DEVNULL, start_new_session=True)
+    # The daemon outlives us: it must not hold our caller's terminal or pipes
+    # (a shell's $(...) would wait for it forever).
+    with open(args.log, "ab") as log_file:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tracefs_fuse", "mount", "--foreground",
+             "--ready-fd", str(write_fd), *_rebuild(args)],
+            pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=log_file,
+            stderr=log_file, start_new_session=True)
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as ready:
         answer = ready.read()

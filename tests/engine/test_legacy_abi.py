@@ -72,6 +72,8 @@ class World:
         self.page = StatusPage(self.abis) if any(a.has_status_page for a in self.abis) else None
         self.dynamic_events = DynamicEvents()
         self.registry = UserEventRegistry(self.table, self.memory, status_page=self.page,
+                                          era=next(iter(self.abis)) if len(self.abis) == 1
+                                          else Abi.MAINLINE,
                                           on_created=self.dynamic_events.add,
                                           on_destroyed=self.dynamic_events.remove)
         self.dynamic_events.providers.append(UserEventsProvider(self.registry))
@@ -287,8 +289,7 @@ def test_legacy_5_18_byte_shows_each_probe_kind() -> None:
     # writing operation when events are disabled" reached 6.1.y (v6.1-v6.3
     # as released returned the count). Needs UserEventsData.write to return
     # the count only for 5.18 slots.
-    pytest.param(Abi.V6_1, errno.EBADF, marks=pytest.mark.xfail(
-        strict=True, reason="_user_events_data.write returns count for every old era")),
+    (Abi.V6_1, errno.EBADF),
 ])
 def test_legacy_write_to_disabled_event(abi: Abi, disabled_write: int) -> None:
     w = World(abi.value)
@@ -718,8 +719,6 @@ def test_legacy_6_1_replays_linux_6_1_192() -> None:
     assert {k: golden[k] for k in replayed} == replayed
 
 
-@pytest.mark.xfail(strict=True, reason="dynamic_events needs the pinned era: u:name:FLAGS is "
-                   "EINVAL and -:name needs the fields (mainline rules) -- registry change")
 def test_legacy_6_1_dynamic_events_replay_linux_6_1_192() -> None:
     golden = read_golden()
     replay = Replay()

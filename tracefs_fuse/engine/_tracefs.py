@@ -23,21 +23,27 @@ from ._clock import TraceClocks
 from ._control_files import render_available_events, set_event_node, tracing_on_node
 from ._dynamic_events import DynamicEvents
 from ._events import EventTable
+from ._error_log import ErrorLog, error_log_node
 from ._events_dir import EventsDir
 from ._ftrace_events import (TRACE_PRINT, TRACE_RAW_DATA, mark_raw_write, mark_write,
                              print_event, raw_data_event)
+from ._inject import inject_files
+from ._legacy_abi import LegacyRegistration
 from ._memory import ProcessMemory
 from ._output import OutputOptions, TraceOutput, marker_symbols
 from ._readme import README
 from ._page import HEADER_EVENT, render_header_page
+from ._probes import KprobeEvents
 from ._ringbuf import MmapUpdate, RingBuffer
+from ._synth import SynthEvents
+from ._status_page import STATUS_PAGE_SIZE, StatusMapping, StatusPage, user_events_status_node
 from ._task import Task
 from ._trace_array import SavedCmdlines, TraceArray
 from ._tree import Dir, File, Mappable, Node, text_file
 from ._uapi import Abi
 from ._user_events import DEFAULT_USER_EVENTS_MAX, UserEventRegistry, UserEventsProvider
 from ._user_events_data import UserEventsData
-from ._user_events_files import render_status, user_events_data_node
+from ._user_events_files import user_events_data_node
 
 #: The ``--abi`` choices and the eras each accepts.
 ABI_MODES: dict[str, frozenset[Abi]] = {
@@ -96,16 +102,30 @@ class Tracefs:
         self.buffer_files = BufferFiles(self.top, self.buffer, clocks, self.output, nr_cpus,
                                         self._publish_mmap)
         self.dynamic_events = DynamicEvents(on_release=self.top.reset_if_cleared)
+        self.error_log = ErrorLog(now=clocks["local"].read)
+        self.synth_events = SynthEvents(self.events, self.dynamic_events, self.error_log,
+                                        on_release=self.top.reset_if_cleared)
+        self.kprobe_events = KprobeEvents(self.error_log)
+        # dyn_event_ops_list order: synth and kprobe (core_initcall, in link
+        # order), then user_events (fs_initcall).
+        self.dynamic_events.providers += [self.synth_events, self.kprobe_events]
         self.abis = ABI_MODES[abi]
+        #: The page mapped from user_events_status (None when pinned to mainline).
+        self.status_page = (StatusPage(self.abis)
+                            if any(era.has_status_page for era in self.abis) else None)
+        self._status_version = 0
         self.registry = UserEventRegistry(
-            self.events, memory, max_events=user_events_max,
+            self.events, memory, status_page=self.status_page, max_events=user_events_max,
+            era=next(iter(self.abis)) if len(self.abis) == 1 else Abi.MAINLINE,
             on_created=self.dynamic_events.add, on_destroyed=self.dynamic_events.remove)
         self.dynamic_events.providers.append(UserEventsProvider(self.registry))
-        self.user_events_data = UserEventsData(self.registry, self.abis)
+        legacy = (LegacyRegistration(self.registry, self.status_page)
+                  if self.status_page is not None else None)
+        self.user_events_data = UserEventsData(self.registry, self.abis, legacy)
         self.events_dir = EventsDir(
             self.events, self.top,
             header_page=lambda: render_header_page(self.buffer.subbuf_size).decode("latin-1"),
-            header_event=HEADER_EVENT.decode("latin-1"))
+            header_event=HEADER_EVENT.decode("latin-1"), extra_files=inject_files(self.top))
         self.root = Dir("", self._root_entries, mode=ROOT_MODE)
 
     # -- what the adapter polls ---------------------------------------------------------
@@ -121,6 +141,11 @@ class Tracefs:
 
     def take_page_updates(self) -> list[PageUpdate]:
         updates, self._page_updates = self._page_updates, []
+        page = self.status_page
+        if page is not None and page.version != self._status_version:
+            self._status_version = page.version
+            updates.append(PageUpdate(("user_events_status",), 0,
+                                      page.mmap_read(0, STATUS_PAGE_SIZE)))
         return updates
 
     # -- the tree --------------------------------------------------------------------------
@@ -130,6 +155,7 @@ class Tracefs:
         tr = self.top
         yield from cmdline_entries(self.cmdlines)
         yield text_file("README", lambda: README)
+        yield error_log_node(self.error_log)
         yield from self.buffer_files.top_entries()
         yield tracing_on_node(tr)
         yield text_file("trace_marker_raw", None, self._mark_raw_write, mode=MARKER_MODE)
@@ -137,12 +163,14 @@ class Tracefs:
         yield tr.options.trace_options_node()
         yield tr.options.options_dir()
         yield self.events_dir.node()
+        yield self.synth_events.node()
+        yield self.kprobe_events.node()
         yield set_event_node(tr)
         yield text_file("dynamic_events", self.dynamic_events.render, self._dynamic_events_write,
                         on_truncate=self.dynamic_events.release_all)
         yield text_file("available_events", lambda: render_available_events(self.events))
         yield text_file("printk_formats", lambda: "")  # no trace_printk() in user space
-        yield text_file("user_events_status", lambda: render_status(self.registry))
+        yield user_events_status_node(self.registry, self.status_page)
         yield user_events_data_node(self.user_events_data)
 
     def _dynamic_events_write(self, data: bytes, task: Task) -> int:
@@ -160,6 +188,8 @@ class Tracefs:
             cpu = path[1].removeprefix("cpu")
             if cpu.isdigit() and int(cpu) < self.nr_cpus:
                 return self.buffer_files.mapping(int(cpu))
+        if path == ("user_events_status",) and self.status_page is not None:
+            return StatusMapping(self.status_page)
         return None
 
     def lookup(self, path: str) -> Node | None:

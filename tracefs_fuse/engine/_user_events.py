@@ -131,6 +131,10 @@ class UserEvent(TraceEvent):
         if system is not None and system not in (uapi.USER_EVENTS_SYSTEM,
                                                  uapi.USER_EVENTS_MULTI_SYSTEM):
             return False
+        # 5.18-6.3 user_event_match(): "if (match && argc > 0)": without
+        # fields the name alone decides.
+        if self.legacy and not argv:
+            return True
         return fields_match(self.fields, argv)
 
     def is_busy(self) -> bool:
@@ -208,13 +212,15 @@ class UserEventRegistry:
 
     def __init__(self, events: EventTable, memory: ProcessMemory, *,
                  status_page: StatusPage | None = None,
-                 max_events: int = DEFAULT_USER_EVENTS_MAX,
+                 max_events: int = DEFAULT_USER_EVENTS_MAX, era: Abi = Abi.MAINLINE,
                  on_created: Callable[[UserEvent], None] = lambda event: None,
                  on_destroyed: Callable[[UserEvent], None] = lambda event: None) -> None:
         self.events = events
         self.memory = memory
         self.status_page = status_page
         self.max_events = max_events
+        #: The era ``dynamic_events`` creations follow: a pinned old mount's.
+        self.era = era
         self._on_created = on_created
         self._on_destroyed = on_destroyed
         self._by_name: dict[str, list[UserEvent]] = {}
@@ -306,8 +312,14 @@ class UserEventRegistry:
         Raises:
             TracefsError: as :meth:`find_or_create`.
         """
-        event, _ = self.find_or_create(split_command(command_text),
-                                       uapi.USER_EVENT_REG_PERSIST, task)
+        if self.era is Abi.MAINLINE:
+            event, _ = self.find_or_create(split_command(command_text),
+                                           uapi.USER_EVENT_REG_PERSIST, task)
+        else:
+            # 5.18-6.3 user_event_create(): text flags ignored, an existing
+            # name returned whatever its fields, no PERSIST (the self
+            # reference every event had then; deletable without CAP_PERFMON).
+            event, _ = self.find_or_create(split_command(command_text), 0, task, self.era)
         event.put()
         return event
 

@@ -199,9 +199,9 @@ class UserEventsData:
         if len(data) - 4 < event.min_size:
             raise TracefsError(errno.EINVAL, "payload shorter than the event's fields")
         if not event.status:
-            if abi is Abi.MAINLINE:
+            if abi is not Abi.V5_18:
                 raise TracefsError(errno.EBADF, f"{event.name} is not enabled")
-            return len(data)  # before 6.4 a disabled write was a silent no-op
+            return len(data)  # 5.18 (never fixed): a disabled write was a silent no-op
         if not record(event, self.registry.record_header(event, task) + data[4:], task):
             raise TracefsError(errno.EFAULT, "a dynamic field points outside the record")
         return len(data)
