@@ -1,0 +1,257 @@
+"""The six benchmarks of issue 7, each recording into a :class:`Recorder`.
+
+Rules:
+  * Everything compared is measured in the same run, side by side: inside one
+    repetition every target is measured once, back to back, in an order that
+    rotates from one repetition to the next (so no target always runs first,
+    e.g. right after the page cache or the CPU frequency changed).
+  * Ratios pair the values of one repetition (see :mod:`._results`).
+  * Counts that prove something (syscalls in the disabled loop, enable bits
+    not yet set) are recorded like any figure, and the run goes on; the
+    report shows them.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from ._results import Recorder
+from ._servers import (LIBFUSE_FLOOR, OURS, PYFUSE3_FLOOR, Binaries, Server, clear_trace,
+                       mounted, run_client, write_file)
+
+#: trace_marker_raw has no write_iter, so writev() is one write, and one
+#: record, per iovec: 2 records per call, the first a bare 4-byte id.
+KERNEL_WRITEV = "kernel trace_marker_raw, writev (2 records per call)"
+KERNEL_WRITE = "kernel trace_marker_raw, write (1 record)"
+WRITE_TARGETS = (OURS, PYFUSE3_FLOOR, LIBFUSE_FLOOR, KERNEL_WRITEV, KERNEL_WRITE)
+WRITERS = (1, 2, 4)
+#: Enough iterations that one stray syscall per million would show.
+DISABLED_CHECKS = 10_000_000
+ENABLED_CHECKS = 1_000
+ENABLE_PROCESSES = (1, 10, 100)
+ENABLE_ROUNDS = 50
+REGISTER_COUNT = 10_000
+#: Registering 10,000 events takes seconds with tracefs-fuse: fewer repeats.
+REGISTER_REPEATS = 3
+#: Fits one CPU's default buffer (1410 KiB) in both: nothing is overwritten.
+READ_EVENTS = 20_000
+#: Upper bound for filling the buffer; the fill stops at READ_EVENTS.
+FILL_TIMEOUT_S = 60
+
+
+def _rotated(items: Sequence[str], rep: int) -> list[str]:
+    shift = rep % len(items)
+    return [*items[shift:], *items[:shift]]
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+class Suite:
+    def __init__(self, binaries: Binaries, workdir: Path, recorder: Recorder, *, repeats: int,
+                 seconds: float, ours: Server, pyfuse3_floor: Server, libfuse_floor: Server,
+                 kernel: Path) -> None:
+        self.binaries = binaries
+        self.workdir = workdir
+        self.rec = recorder
+        self.repeats = repeats
+        self.seconds = seconds
+        self.ours = ours
+        self.servers = {OURS: ours, PYFUSE3_FLOOR: pyfuse3_floor, LIBFUSE_FLOOR: libfuse_floor}
+        self.kernel = kernel
+
+    def _event_enable(self, event: str) -> Path:
+        return self.ours.mountpoint / "events" / "user_events" / event / "enable"
+
+    def write_run(self, target: str, writers: int, seconds: float, *, count: int = 0,
+                  cpus: set[int] | None = None) -> tuple[float, float | None]:
+        """``writers`` processes writing to ``target``: (records/s, server CPU µs per write)."""
+        server = self.servers.get(target)
+        if target == OURS:
+            path, mode = self.ours.data_file, "register"
+        elif server is not None:
+            path, mode = server.data_file, "rawv"
+        else:
+            path, mode = self.kernel / "trace_marker_raw", "raw1" if target == KERNEL_WRITE else "rawv"
+        cpu_before = 0.0
+
+        def before_go() -> None:
+            nonlocal cpu_before
+            if target == OURS:  # every writer has registered: the event exists
+                write_file(self._event_enable("bench_write"), "1")
+            if server is not None:
+                cpu_before = server.cpu_seconds()
+
+        out = run_client(self.binaries, "write", path, writers, seconds, count, mode,
+                         before_go=before_go, cpus=cpus)
+        writes = int(out["writes"][0])
+        cpu_us = None
+        if server is not None:
+            cpu_us = (server.cpu_seconds() - cpu_before) / writes * 1e6
+        return float(out["rate"][0]), cpu_us
+
+    # -- 1 -----------------------------------------------------------------------------
+
+    def write_throughput(self) -> None:
+        all_cpus = os.sched_getaffinity(0)
+        for variant, cpus in (("unpinned", None), ("everything pinned to CPU 0", {0})):
+            group = f"1. Enabled-event write throughput, {variant}"
+            for server in self.servers.values():
+                server.pin(cpus or all_cpus)
+            for rep in range(self.repeats):
+                for writers in WRITERS:
+                    column = _count(writers, "writer", "writers")
+                    for target in _rotated(WRITE_TARGETS, rep):
+                        rate, cpu_us = self.write_run(target, writers, self.seconds, cpus=cpus)
+                        self.rec.add(group, target, column, "writes/s", rate)
+                        if cpu_us is not None:
+                            self.rec.add(group, f"{target}: server CPU per write", column,
+                                         "µs", cpu_us)
+            for writers in WRITERS:
+                column = _count(writers, "writer", "writers")
+                for numerator, denominator in ((OURS, KERNEL_WRITE), (OURS, LIBFUSE_FLOOR),
+                                               (OURS, PYFUSE3_FLOOR),
+                                               (LIBFUSE_FLOOR, KERNEL_WRITE)):
+                    self.rec.add_ratio(group, f"{numerator} ÷ {denominator}", column,
+                                       (numerator, column), (denominator, column))
+        for server in self.servers.values():
+            server.pin(all_cpus)
+
+    # -- 2 -----------------------------------------------------------------------------
+
+    def disabled_event(self) -> None:
+        group = "2. Disabled event: system calls made by the client's check"
+        trace = self.workdir / "loop.strace"
+        cases = ((f"{DISABLED_CHECKS:,} checks, event disabled", DISABLED_CHECKS, "0"),
+                 (f"{ENABLED_CHECKS:,} checks, event enabled (control)", ENABLED_CHECKS, "1"))
+        for _ in range(self.repeats):
+            for column, iterations, state in cases:
+                out = run_client(
+                    self.binaries, "loop", self.ours.data_file, iterations,
+                    before_go=lambda state=state: write_file(self._event_enable("bench_loop"),
+                                                             state),
+                    wrapper=["strace", "-f", "-qq", "-o", str(trace)])
+                self.rec.add(group, "system calls inside the loop", column, "syscalls",
+                             _syscalls_between_markers(trace))
+                self.rec.add(group, "records written", column, "writes",
+                             int(out["writes"][0]))
+
+    # -- 3 -----------------------------------------------------------------------------
+
+    def enable_propagation(self) -> None:
+        group = "3. Enable propagation: write(enable, \"1\") with N registered processes"
+        reference = self.servers[LIBFUSE_FLOOR].data_file
+        for _ in range(self.repeats):
+            for n in ENABLE_PROCESSES:
+                column = _count(n, "process", "processes")
+                out = run_client(self.binaries, "enable", self.ours.mountpoint, n,
+                                 ENABLE_ROUNDS, reference)
+                self.rec.add(group, "write(enable) latency, median", column, "µs",
+                             statistics.median(map(int, out["enable_ns"])) / 1e3)
+                self.rec.add(group, "enable bits not yet flipped when write() returned",
+                             column, "bits", int(out["missed"][0]))
+                self.rec.add(group, "reference: a write to the libfuse floor, median", column,
+                             "µs", statistics.median(map(int, out["ref_ns"])) / 1e3)
+        for n in ENABLE_PROCESSES:
+            column = _count(n, "process", "processes")
+            self.rec.add_ratio(group, "enable write ÷ reference write", column,
+                               ("write(enable) latency, median", column),
+                               ("reference: a write to the libfuse floor, median", column))
+
+    # -- 4 -----------------------------------------------------------------------------
+
+    def register(self) -> None:
+        group = f"4. Register {REGISTER_COUNT:,} events (DIAG_IOCSREG) from one process"
+        floor = self.servers[LIBFUSE_FLOOR]
+        for rep in range(min(REGISTER_REPEATS, self.repeats)):
+            rss: list[int] = []
+            # A fresh daemon: the count starts at 0 and RSS is not the main mount's.
+            with mounted(OURS, self.workdir / f"register-{rep}", self.binaries) as fresh:
+                rss.append(fresh.rss_bytes())
+                ours = run_client(self.binaries, "register", fresh.data_file, REGISTER_COUNT,
+                                  before_go=lambda: rss.append(fresh.rss_bytes()))
+            theirs = run_client(self.binaries, "register", floor.data_file, REGISTER_COUNT,
+                                before_go=lambda: None)
+            for column, out in ((OURS, ours), (LIBFUSE_FLOOR, theirs)):
+                ns = [int(v) for v in out["ns"]]
+                total_s = int(out["total_ns"][0]) / 1e9
+                self.rec.add(group, "ioctl latency, median", column, "µs",
+                             statistics.median(ns) / 1e3)
+                self.rec.add(group, "ioctl latency, p99", column, "µs",
+                             statistics.quantiles(ns, n=100)[98] / 1e3)
+                self.rec.add(group, "median of the first 1,000", column, "µs",
+                             statistics.median(ns[:1000]) / 1e3)
+                self.rec.add(group, "median of the last 1,000", column, "µs",
+                             statistics.median(ns[-1000:]) / 1e3)
+                self.rec.add(group, "all of them", column, "s", total_s)
+                self.rec.add(group, "registrations per second", column, "/s",
+                             REGISTER_COUNT / total_s)
+            self.rec.add(group, "daemon RSS, fresh mount", OURS, "MiB", rss[0] / 2**20)
+            self.rec.add(group, "daemon RSS, holding the events", OURS, "MiB", rss[1] / 2**20)
+            self.rec.add(group, "RSS per event", OURS, "KiB",
+                         (rss[1] - rss[0]) / REGISTER_COUNT / 1024)
+        for row in ("ioctl latency, median", "median of the first 1,000",
+                    "median of the last 1,000", "registrations per second"):
+            self.rec.add_ratio(group, row, "tracefs-fuse ÷ floor", (row, OURS),
+                               (row, LIBFUSE_FLOOR))
+
+    # -- 5 -----------------------------------------------------------------------------
+
+    def read_rates(self) -> None:
+        group = f"5. Reading {READ_EVENTS:,} events back (one CPU's buffer)"
+        kernel = "kernel"
+        for rep in range(self.repeats):
+            for target in _rotated((OURS, kernel), rep):
+                directory = self.ours.mountpoint if target == OURS else self.kernel
+                clear_trace(directory)
+                # Pinned, so that every record lands in CPU 0's buffer.
+                self.write_run(OURS if target == OURS else KERNEL_WRITE, 1, FILL_TIMEOUT_S,
+                               count=READ_EVENTS, cpus={0})
+                text = run_client(self.binaries, "cat", directory / "trace")
+                if int(text["lines"][0]) < READ_EVENTS:
+                    raise RuntimeError(f"{target}: only {text['lines'][0]} lines in trace "
+                                       f"after {READ_EVENTS} writes")
+                raw = run_client(self.binaries, "drain",
+                                 directory / "per_cpu" / "cpu0" / "trace_pipe_raw")
+                for what, out in (("trace (text)", text), ("trace_pipe_raw drain", raw)):
+                    seconds = int(out["ns"][0]) / 1e9
+                    self.rec.add(group, f"{what}, bytes", target, "MB/s",
+                                 int(out["bytes"][0]) / seconds / 1e6)
+                    self.rec.add(group, f"{what}, events", target, "events/s",
+                                 READ_EVENTS / seconds)
+        for what in ("trace (text)", "trace_pipe_raw drain"):
+            for unit in ("bytes", "events"):
+                row = f"{what}, {unit}"
+                self.rec.add_ratio(group, row, "tracefs-fuse ÷ kernel", (row, OURS),
+                                   (row, kernel))
+
+    # -- 6 -----------------------------------------------------------------------------
+
+    def mount_ready(self) -> None:
+        group = "6. Mount-ready time"
+        stat_row = "spawn → first stat of user_events_data"
+        fd_row = "spawn → \"ok\" on --ready-fd"
+        for rep in range(self.repeats):
+            for name in _rotated((OURS, PYFUSE3_FLOOR, LIBFUSE_FLOOR), rep):
+                slug = name.replace(" ", "-")
+                with mounted(name, self.workdir / f"mount-{slug}-{rep}",
+                             self.binaries) as server:
+                    self.rec.add(group, stat_row, name, "ms", server.ready_s * 1e3)
+                    if server.ready_fd_s is not None:
+                        self.rec.add(group, fd_row, name, "ms", server.ready_fd_s * 1e3)
+        for floor in (PYFUSE3_FLOOR, LIBFUSE_FLOOR):
+            self.rec.add_ratio(group, stat_row, f"tracefs-fuse ÷ {floor}", (stat_row, OURS),
+                               (stat_row, floor))
+
+
+def _syscalls_between_markers(trace: Path) -> int:
+    """System calls strace saw between the client's two getppid() markers."""
+    lines = trace.read_text().splitlines()
+    markers = [i for i, line in enumerate(lines) if "getppid()" in line]
+    if len(markers) != 2:
+        raise RuntimeError(f"{trace}: expected 2 getppid() markers, found {len(markers)}")
+    return markers[1] - markers[0] - 1
