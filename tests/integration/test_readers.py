@@ -38,7 +38,9 @@ from .conftest import Mount, start_mount, stop_mount
 pytestmark = pytest.mark.uses_fuse
 
 DATA = Path(__file__).parent.parent / "data"
-GOLDEN = DATA / "readers.linux-6.18.44.json"
+#: The kernel the golden was captured on.
+GOLDEN_KERNEL = "6.18.44"
+GOLDEN = DATA / f"readers.linux-{GOLDEN_KERNEL}.json"
 #: reader_marks exits with this when a stall could have added a TIME_EXTEND.
 EX_TEMPFAIL = 75
 
@@ -129,3 +131,169 @@ def test_libtraceevent_decodes_user_events_and_markers(tracefs: Mount, c_client)
             f"  @{offset} len={length} ts={'page' if i == 0 else 'later'} pid=W {text}"
             for i, (offset, (length, text)) in enumerate(zip(offsets, DECODED))]
 
+
+
+# -- 2. The same layout as the kernel ---------------------------------------------------------
+
+
+class Target:
+    """Where a layout step writes and reads: a kernel instance or our mount."""
+
+    def __init__(self, root: Path, instance: str | None = None) -> None:
+        self.root = root
+        self.instance = instance
+        #: The directory holding the buffer's files (trace, trace_marker, ...).
+        self.dir = root / "instances" / instance if instance else root
+
+    def reader(self, mode: str) -> list[str]:
+        return [str(self.root), mode, *(["-i", self.instance] if self.instance else [])]
+
+
+#: The sequence both sides run, in one buffer, in order (state carries over):
+#: (step, files to write first, reader_marks scenario, tep_reader mode).
+LAYOUT_STEPS: list[tuple[str, list[tuple[str, str]], str, str]] = [
+    ("layout", [], "layout", "pages"),
+    # The writer goes on in the page the last read left: missed events, and
+    # a first record that is not at the page's time stamp.
+    ("overflow-continued", [("buffer_size_kb", "7")], "overflow", "pages"),
+    ("overflow-after-reset", [("trace", "")], "overflow", "pages"),
+    ("iterate", [("buffer_size_kb", "1410"), ("trace", "")], "layout", "iterate"),
+]
+
+
+def run_layout_steps(target: Target, client: Callable[[str], Path]) -> dict[str, str]:
+    """Each step's reader output; None if a writer stalled (the caller retries)."""
+    outputs = {}
+    for step, writes, scenario, mode in LAYOUT_STEPS:
+        for name, text in writes:
+            if name == "trace":
+                truncate(target.dir / name)
+            else:
+                write_file(target.dir / name, text)
+        pid, status, out = run_writer([str(client("reader_marks")), str(target.dir), scenario])
+        if status == EX_TEMPFAIL:
+            raise _Stalled(out)
+        assert status == 0, out
+        result = run([str(client("tep_reader")), *target.reader(mode), "-p", str(pid)])
+        assert result.returncode == 0, result.stdout + result.stderr
+        outputs[step] = result.stdout
+    return outputs
+
+
+class _Stalled(Exception):
+    """A write came late enough to add a TIME_EXTEND the other side lacks."""
+
+
+def with_retries(attempt: Callable[[], dict[str, str]], tries: int = 3) -> dict[str, str]:
+    for _ in range(tries - 1):
+        with contextlib.suppress(_Stalled):
+            return attempt()
+    return attempt()
+
+
+def header_files(root: Path) -> dict[str, str]:
+    return {name: (root / "events" / name).read_bytes().decode("latin-1")
+            for name in ("header_page", "header_event")}
+
+
+def capture_kernel(root: Path, client: Callable[[str], Path]) -> dict[str, object]:
+    """The kernel's side: the steps in a fresh private instance of ``root``."""
+    def attempt() -> dict[str, str]:
+        with kernel_instance(root) as name:
+            return run_layout_steps(Target(root, name), client)
+
+    return {"kernel": platform.release(), **header_files(root),
+            "steps": with_retries(attempt)}
+
+
+@contextlib.contextmanager
+def kernel_instance(root: Path) -> Iterator[str]:
+    name = f"tracefs-fuse-readers-{os.getpid()}"
+    (root / "instances" / name).mkdir()
+    try:
+        yield name
+    finally:
+        (root / "instances" / name).rmdir()
+
+
+@contextlib.contextmanager
+def real_tracefs() -> Iterator[Path]:
+    """The machine's tracefs, mounted privately for this test."""
+    with tempfile.TemporaryDirectory(prefix="real-tracefs-") as tmp:
+        subprocess.run(["mount", "-t", "tracefs", "nodev", tmp], check=True)
+        try:
+            yield Path(tmp)
+        finally:
+            subprocess.run(["umount", tmp], check=True)
+
+
+def live_kernel_available() -> bool:
+    """Can the live kernel be compared: root, tracefs, and the golden's kernel series?"""
+    golden_series = GOLDEN_KERNEL.split(".")[:2]
+    with open("/proc/filesystems") as f:
+        has_tracefs = any(line.split()[-1] == "tracefs" for line in f)
+    return (os.geteuid() == 0 and has_tracefs
+            and platform.release().split(".")[:2] == golden_series)
+
+
+@pytest.fixture(scope="module")
+def ours(tmp_path_factory: pytest.TempPathFactory,
+         c_client: Callable[[str], Path]) -> dict[str, object]:
+    """Our side of the steps, each attempt on a fresh mount."""
+    def attempt() -> dict[str, str]:
+        tmp = tmp_path_factory.mktemp("layout")
+        mount = start_mount(tmp / "tracing", tmp / "daemon.log")
+        try:
+            # libtracefs loads formats only if some event system has an
+            # "enable" file; a kernel always has one, a fresh mount has none.
+            make_user_events(mount, ["rd_present u32 x"])
+            return run_layout_steps(Target(mount.path), c_client)
+        finally:
+            stop_mount(mount)
+
+    tmp = tmp_path_factory.mktemp("headers")
+    mount = start_mount(tmp / "tracing", tmp / "daemon.log")
+    try:
+        headers = header_files(mount.path)
+    finally:
+        stop_mount(mount)
+    return {**headers, "steps": with_retries(attempt)}
+
+
+@pytest.fixture(scope="module", params=["golden", "live"] if live_kernel_available()
+                else ["golden"])
+def kernel(request: pytest.FixtureRequest,
+           c_client: Callable[[str], Path]) -> dict[str, object]:
+    if request.param == "golden":
+        return json.loads(GOLDEN.read_text())  # type: ignore[no-any-return]
+    with real_tracefs() as root:
+        return capture_kernel(root, c_client)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["header_page", "header_event"])
+def test_header_files_are_the_kernels(kernel: dict[str, object], ours: dict[str, object],
+                                      name: str) -> None:
+    assert ours[name] == kernel[name]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", [step for step, *_ in LAYOUT_STEPS])
+def test_reader_sees_the_kernels_layout(kernel: dict[str, object], ours: dict[str, object],
+                                        step: str) -> None:
+    assert ours["steps"][step] == kernel["steps"][step]  # type: ignore[index]
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["capture"]:
+    from tests.conftest import CLIENTS, _header_flags
+
+    def build(name: str) -> Path:
+        src, exe = CLIENTS / f"{name}.c", Path(tempfile.mkdtemp()) / name
+        subprocess.run(["cc", "-O1", "-D_GNU_SOURCE", *_header_flags(src, "cflags"), "-o",
+                        str(exe), str(src), *_header_flags(src, "link")], check=True)
+        return exe
+
+    with real_tracefs() as root:
+        golden = capture_kernel(root, build)
+    GOLDEN.write_text(json.dumps(golden, indent=1) + "\n")
+    print(f"wrote {GOLDEN} ({golden['kernel']})")
