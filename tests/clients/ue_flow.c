@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 struct user_reg {
@@ -104,7 +105,13 @@ int main(int argc, char **argv)
 	printf("unregistered enabled=%#x\n", enabled);
 	close(fd);
 
+	/* The kernel deletes from a work item a few ms later (its selftests
+	 * poll too); tracefs-fuse at once.  Wait up to 1 s. */
 	snprintf(path, sizeof path, "%s/events/user_events/flow_test", dir);
+	struct timespec pause = {0, 1000000};
+	int waited = 0;
+	while (access(path, F_OK) == 0 && waited++ < 1000)
+		nanosleep(&pause, NULL);
 	printf("after close: %s\n", access(path, F_OK) == 0 ? "present" : "deleted");
 	return 0;
 }

@@ -55,8 +55,8 @@ def test_register_from_a_second_thread(tracefs: Mount, c_client) -> None:  # typ
 def test_forked_child_sees_enable_changes(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]
     out = run(c_client("ue_procs"), str(tracefs), "fork").splitlines()
     assert sorted(out) == sorted([
-        "parent: bit set", "child: enabled seen", "child: disabled seen",
-        "parent: bit clear, child exit 0"])
+        "parent: enabled seen", "child: enabled seen", "child: disabled seen",
+        "parent: disabled seen, child exit 0"])
 
 
 def test_exiting_processes_leave_no_enablers(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]

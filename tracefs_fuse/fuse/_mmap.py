@@ -74,10 +74,11 @@ class MappingTracker:
         self.inodes = inodes
         self.device = device
         self.tgid_of = tgid_of
-        #: (tgid, vma start) -> path, for mappings the engine accepted.
-        self._known: dict[tuple[int, int], Path] = {}
-        #: (tgid, vma start) of mappings the engine refused.
-        self._refused: set[tuple[int, int]] = set()
+        #: (tgid, vma start, vma) -> path, for mappings the engine accepted.
+        #: A start address is reused after munmap(): the vma is part of the key.
+        self._known: dict[tuple[int, int, Vma], Path] = {}
+        #: Keys of mappings the engine refused.
+        self._refused: set[tuple[int, int, Vma]] = set()
 
     def _maps(self, tgid: int) -> dict[int, tuple[int, Vma]]:
         try:
@@ -89,12 +90,12 @@ class MappingTracker:
     def look(self, pid: int) -> None:
         """Tell the engine what changed in one process's mappings of our files."""
         tgid = self.tgid_of(pid)
-        current = self._maps(tgid)
-        for key in [k for k in self._known if k[0] == tgid and k[1] not in current]:
+        current = {(tgid, start, vma): ino for start, (ino, vma) in self._maps(tgid).items()}
+        for key in [k for k in self._known if k[0] == tgid and k not in current]:
             self._unmapped(key)
-        self._refused = {k for k in self._refused if k[0] != tgid or k[1] in current}
-        for start, (ino, vma) in current.items():
-            key = (tgid, start)
+        self._refused = {k for k in self._refused if k[0] != tgid or k in current}
+        for key, ino in current.items():
+            vma = key[2]
             if key in self._known or key in self._refused:
                 continue
             path = self.inodes.path(ino)
@@ -138,7 +139,7 @@ class MappingTracker:
         assert mappable is not None
         return mappable.map_read(offset, size).ljust(size, b"\0")
 
-    def _unmapped(self, key: tuple[int, int]) -> None:
+    def _unmapped(self, key: tuple[int, int, Vma]) -> None:
         path = self._known.pop(key)
         mappable = self.engine.mappable(path)
         if mappable is not None:

@@ -157,6 +157,13 @@ class RequestHandler:
               flags: int) -> None:
         try:
             file = self.ops.files.get(fh)
+            if req.pid == 0 and file.kind in _MAPPABLE:
+                # Writeback of a writable shared mapping (the kernel's own
+                # request: no caller). The page the daemon holds is the truth,
+                # so the stores are dropped; refusing them would make the
+                # kernel report EIO on the client's next read().
+                req.reply_write(len(data))
+                return
             if self.ops.files.path(fh)[-1] in _RESIZERS:
                 self.mappings.sweep()  # a resize is EBUSY only while really mapped
             task = (self.writer_task if file.kind is FileKind.STREAM else self.control_task)(req.pid)
