@@ -124,9 +124,8 @@ def _serve_foreground(config: MountConfig, ready_fd: int | None) -> int:
     _setup_logging(config.debug)
 
     async def main() -> None:
-        daemon = Daemon(config)
         async with trio.open_nursery() as nursery:
-            await nursery.start(daemon.run)
+            await nursery.start(Daemon(config).run)
             if ready_fd is not None:
                 os.write(ready_fd, b"ok")
                 os.close(ready_fd)

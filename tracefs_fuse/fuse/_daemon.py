@@ -225,9 +225,22 @@ class Daemon:
             options.append("debug")
         return options
 
+    @property
+    def tracefs(self) -> Tracefs:
+        """The engine being served (for in-process users such as ``tracefs_fuse.synth``)."""
+        return self.engine
+
+    def engine_changed(self) -> None:
+        """Call after changing the engine outside a FUSE request (e.g. tracing
+        from code): wakes blocked readers and pushes pages into mappings."""
+        self.publish()
+
     async def run(self, stop_on_signals: bool = True, *,
-                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Mount, serve until unmounted (or, if asked, SIGTERM/SIGINT), unmount."""
+                  task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED) -> None:
+        """Mount, serve until unmounted (or, if asked, SIGTERM/SIGINT), unmount.
+
+        ``task_status.started`` receives this daemon once the mount serves.
+        """
         with ProcConnector() as connector:
             async with trio.open_nursery() as nursery:
                 self.handler = RequestHandler(
@@ -241,7 +254,7 @@ class Daemon:
                 status = await nursery.start(self._serve, nursery)
                 self.mappings.device = mount_device(self.config.mountpoint)
                 log.info("serving %s: %s", self.config.mountpoint, status)
-                task_status.started()
+                task_status.started(self)
         self.exits.close()
 
     async def _serve(self, nursery: trio.Nursery,
