@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
           f"the start, {m.load_average_end} at the end; {results.duration_s:.0f} s; "
           f"median (lowest–highest) of {args.repeats} runs\n")
     print(render_tables(results.figures))
-    for profile in profiles:
-        print(render_profile(profile))
+    for sampled in profiles:
+        print(render_profile(sampled))
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_bytes(msgspec.json.format(msgspec.json.encode(results)))
     print(f"results: {output}")

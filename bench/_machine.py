@@ -25,7 +25,8 @@ def _libfuse() -> str:
     """The libfuse that pyfuse3 and the floor load (its own version string)."""
     lib = ctypes.CDLL("libfuse3.so.3")
     lib.fuse_pkgversion.restype = ctypes.c_char_p
-    return lib.fuse_pkgversion().decode()
+    text: bytes = lib.fuse_pkgversion()
+    return text.decode()
 
 
 def _commit() -> str:

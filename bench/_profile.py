@@ -25,20 +25,22 @@ from pathlib import Path
 from ._results import FrameShare, Profile
 
 SAMPLES_PER_S = 200
-#: Frames shown in the breakdown, outermost first, with what they stand for.
+#: The breakdown: (label, frame). Unindented parts do not overlap one another;
+#: what they leave is reported as the rest (trio's scheduler and pyfuse3's
+#: coroutine plumbing). Indented parts are inside the part above them.
 BREAKDOWN = (
-    ("receive the request (read of /dev/fuse)", "io_read"),
-    ("pyfuse3 dispatch into the bridge", "op_write_buf"),
-    ("RequestHandler.write, all of it", "RequestHandler.write"),
-    ("  writer's CPU and comm (pread /proc/<tid>/stat)", "Daemon.writer_task"),
+    ("read the request from /dev/fuse", "io_read"),
+    ("RequestHandler.write (the bridge's handler)", "RequestHandler.write"),
+    ("  writer's CPU and comm: pread of /proc/<tid>/stat", "Daemon.writer_task"),
     ("  engine: UserEventsData.write", "UserEventsData.write"),
-    ("    of which the ring buffer", "RingBuffer.write"),
-    ("  publish hook (wake readers, push pages)", "Daemon.publish"),
-    ("  reply (fuse_reply_write: writev to /dev/fuse)", "fuse_reply_write"),
-    ("trio: re-arm the fd (epoll_ctl), per request", "EpollIOManager._update_registrations"),
-    ("trio: poll for I/O (epoll_wait, busy part)", "EpollIOManager.get_events"),
-    ("process connector (fork/exec/exit of any process)", "Daemon.follow_processes"),
+    ("    of which RingBuffer.write", "RingBuffer.write"),
+    ("  publish hook: wake readers, push mapped pages", "Daemon.publish"),
+    ("  reply: fuse_reply_write, a writev to /dev/fuse", "fuse_reply_write"),
+    ("trio: re-arm the fd with epoll_ctl, once per request", "EpollIOManager._update_registrations"),
+    ("trio: epoll_wait and its results (busy part)", "EpollIOManager.get_events"),
+    ("process connector: fork/exec/exit of any process", "Daemon.follow_processes"),
 )
+REST = "rest: trio's scheduler, pyfuse3's coroutines"
 TOP_SELF = 12
 
 
@@ -64,10 +66,12 @@ def summarise(raw: Path, writers: int, rate: float) -> Profile:
         for name in set(frames):
             inclusive[name] += count
     busy = max(samples - idle, 1)
+    breakdown = [FrameShare(label, frame, 100 * inclusive[frame] / busy)
+                 for label, frame in BREAKDOWN]
+    top_level = sum(share.percent for share in breakdown if not share.label.startswith(" "))
     return Profile(
         writers=writers, rate=rate, samples=samples, idle_samples=idle,
-        breakdown=[FrameShare(label, frame, 100 * inclusive[frame] / busy)
-                   for label, frame in BREAKDOWN],
+        breakdown=[*breakdown, FrameShare(REST, "", 100 - top_level)],
         top_self=[FrameShare("", frame, 100 * n / busy)
                   for frame, n in leaves.most_common(TOP_SELF)])
 

@@ -142,15 +142,15 @@ def render_tables(figures: list[Figure]) -> str:
         for row, unit in units.items():
             line = [f"{row} ({unit})" if unit else row]
             for column in columns:
-                f = cells.get((row, column))
-                if f is None:
+                cell = cells.get((row, column))
+                if cell is None:
                     line.append("")
-                elif f.low == f.high:
-                    line.append(format_value(f.median, f.unit))
+                elif cell.low == cell.high:
+                    line.append(format_value(cell.median, cell.unit))
                 else:
-                    line.append(f"{format_value(f.median, f.unit)} "
-                                f"({format_value(f.low, f.unit)}–"
-                                f"{format_value(f.high, f.unit)})")
+                    line.append(f"{format_value(cell.median, cell.unit)} "
+                                f"({format_value(cell.low, cell.unit)}–"
+                                f"{format_value(cell.high, cell.unit)})")
             out.append("| " + " | ".join(line) + " |")
         out.append("")
     return "\n".join(out)
@@ -162,7 +162,8 @@ def render_profile(profile: Profile) -> str:
              f"{busy} busy ({100 * busy / max(profile.samples, 1):.0f}%), "
              f"{format_value(profile.rate, '/s')} writes/s while sampled\n",
              "| part of the write path | frame | % of busy samples |", "|---|---|---|"]
-    lines += [f"| {s.label} | `{s.frame}` | {s.percent:.1f} |" for s in profile.breakdown]
+    lines += [f"| {s.label} | {f'`{s.frame}`' if s.frame else ''} | {s.percent:.1f} |"
+              for s in profile.breakdown]
     lines += ["", "| top self frames | % of busy samples |", "|---|---|"]
     lines += [f"| `{s.frame}` | {s.percent:.1f} |" for s in profile.top_self]
     return "\n".join(lines) + "\n"

@@ -71,11 +71,23 @@ class Server:
     def data_file(self) -> Path:
         return self.mountpoint / "user_events_data"
 
-    def cpu_seconds(self) -> float:
-        """User + system time of every thread so far (/proc/<pid>/stat)."""
+    def usage(self) -> tuple[float, int, int]:
+        """(CPU seconds of all threads, times the main thread slept, was preempted).
+
+        The main thread is the one serving requests in all three servers;
+        its voluntary context switches are sleeps (waiting for a request),
+        the involuntary ones preemptions.
+        """
         with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+        cpu_s = (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+        switches = {}
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.endswith("ctxt_switches"):
+                    switches[key] = int(value)
+        return cpu_s, switches["voluntary_ctxt_switches"], switches["nonvoluntary_ctxt_switches"]
 
     def rss_bytes(self) -> int:
         with open(f"/proc/{self.proc.pid}/status") as f:

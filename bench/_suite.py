@@ -13,10 +13,13 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+
+import msgspec
 
 from ._results import Recorder
 from ._servers import (LIBFUSE_FLOOR, OURS, PYFUSE3_FLOOR, Binaries, Server, clear_trace,
@@ -40,6 +43,17 @@ REGISTER_REPEATS = 3
 READ_EVENTS = 20_000
 #: Upper bound for filling the buffer; the fill stops at READ_EVENTS.
 FILL_TIMEOUT_S = 60
+
+
+class ServerCost(msgspec.Struct, frozen=True, kw_only=True):
+    """What one write cost a FUSE server, on average over a run."""
+
+    #: User + system time of the whole server process.
+    cpu_us: float
+    #: Context switches of the serving thread: it waited for a request...
+    slept: float
+    #: ... or was put off the CPU while runnable (e.g. by the writer it woke).
+    preempted: float
 
 
 def _rotated(items: Sequence[str], rep: int) -> list[str]:
@@ -68,8 +82,8 @@ class Suite:
         return self.ours.mountpoint / "events" / "user_events" / event / "enable"
 
     def write_run(self, target: str, writers: int, seconds: float, *, count: int = 0,
-                  cpus: set[int] | None = None) -> tuple[float, float | None]:
-        """``writers`` processes writing to ``target``: (records/s, server CPU µs per write)."""
+                  cpus: set[int] | None = None) -> tuple[float, ServerCost | None]:
+        """``writers`` processes writing to ``target``: records/s, and the server's cost."""
         server = self.servers.get(target)
         if target == OURS:
             path, mode = self.ours.data_file, "register"
@@ -77,22 +91,23 @@ class Suite:
             path, mode = server.data_file, "rawv"
         else:
             path, mode = self.kernel / "trace_marker_raw", "raw1" if target == KERNEL_WRITE else "rawv"
-        cpu_before = 0.0
+        before = (0.0, 0, 0)
 
         def before_go() -> None:
-            nonlocal cpu_before
+            nonlocal before
             if target == OURS:  # every writer has registered: the event exists
                 write_file(self._event_enable("bench_write"), "1")
             if server is not None:
-                cpu_before = server.cpu_seconds()
+                before = server.usage()
 
         out = run_client(self.binaries, "write", path, writers, seconds, count, mode,
                          before_go=before_go, cpus=cpus)
-        writes = int(out["writes"][0])
-        cpu_us = None
-        if server is not None:
-            cpu_us = (server.cpu_seconds() - cpu_before) / writes * 1e6
-        return float(out["rate"][0]), cpu_us
+        rate, writes = float(out["rate"][0]), int(out["writes"][0])
+        if server is None:
+            return rate, None
+        cpu_s, slept, preempted = (a - b for a, b in zip(server.usage(), before))
+        return rate, ServerCost(cpu_us=cpu_s / writes * 1e6, slept=slept / writes,
+                                preempted=preempted / writes)
 
     # -- 1 -----------------------------------------------------------------------------
 
@@ -100,17 +115,21 @@ class Suite:
         all_cpus = os.sched_getaffinity(0)
         for variant, cpus in (("unpinned", None), ("everything pinned to CPU 0", {0})):
             group = f"1. Enabled-event write throughput, {variant}"
+            costs = f"1. Server cost per write (serving thread), {variant}"
             for server in self.servers.values():
                 server.pin(cpus or all_cpus)
             for rep in range(self.repeats):
                 for writers in WRITERS:
                     column = _count(writers, "writer", "writers")
                     for target in _rotated(WRITE_TARGETS, rep):
-                        rate, cpu_us = self.write_run(target, writers, self.seconds, cpus=cpus)
+                        rate, cost = self.write_run(target, writers, self.seconds, cpus=cpus)
                         self.rec.add(group, target, column, "writes/s", rate)
-                        if cpu_us is not None:
-                            self.rec.add(group, f"{target}: server CPU per write", column,
-                                         "µs", cpu_us)
+                        if cost is not None:
+                            self.rec.add(costs, f"{target}: CPU", column, "µs", cost.cpu_us)
+                            self.rec.add(costs, f"{target}: sleeps", column, "per write",
+                                         cost.slept)
+                            self.rec.add(costs, f"{target}: preemptions", column,
+                                         "per write", cost.preempted)
             for writers in WRITERS:
                 column = _count(writers, "writer", "writers")
                 for numerator, denominator in ((OURS, KERNEL_WRITE), (OURS, LIBFUSE_FLOOR),
@@ -132,8 +151,8 @@ class Suite:
             for column, iterations, state in cases:
                 out = run_client(
                     self.binaries, "loop", self.ours.data_file, iterations,
-                    before_go=lambda state=state: write_file(self._event_enable("bench_loop"),
-                                                             state),
+                    before_go=functools.partial(write_file, self._event_enable("bench_loop"),
+                                                state),
                     wrapper=["strace", "-f", "-qq", "-o", str(trace)])
                 self.rec.add(group, "system calls inside the loop", column, "syscalls",
                              _syscalls_between_markers(trace))
