@@ -77,8 +77,15 @@ def stop_mount(mount: Mount) -> None:
         raise AssertionError(f"daemon did not exit after unmount:\n{mount.log_text()}")
     assert result.returncode == 0, result.stderr
     assert rc == 0, f"daemon exited with {rc}:\n{mount.log_text()}"
-    errors = [line for line in mount.log_text().splitlines() if " ERROR " in line]
+    errors = [line for line in mount.log_text().splitlines()
+              if " ERROR " in line and not line.endswith(_LATE_RELEASE)]
     assert not errors, "daemon logged errors:\n" + "\n".join(errors)
+
+
+#: Unmounting aborts the connection (fuse_conn_destroy -> fuse_abort_conn)
+#: even while a RELEASE, which nobody waits for, is still being answered;
+#: pyfuse3 then logs the failed reply at ERROR. Benign, and not ours to fix.
+_LATE_RELEASE = "ERROR pyfuse3: fuse_release(): fuse_reply_* failed with No such file or directory"
 
 
 @pytest.fixture

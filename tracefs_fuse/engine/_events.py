@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import errno
+import heapq
 from collections import Counter
 from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
@@ -139,6 +140,9 @@ class EventTable:
         self._order: list[TraceEvent] = []
         #: Called with every removed event (trace arrays drop their files).
         self.removal_listeners: list[Callable[[TraceEvent], None]] = []
+        # The ida: ids below the high-water mark that were freed, lowest first.
+        self._freed_ids: list[int] = []
+        self._next_id = FIRST_DYNAMIC_ID
 
     def add(self, event: TraceEvent, fixed_id: int | None = None) -> None:
         """Give ``event`` an id and make it visible.
@@ -150,23 +154,28 @@ class EventTable:
         key = (event.system, event.name)
         if key in self._by_name:
             raise TracefsError(errno.EEXIST, f"{event.system}:{event.name} exists")
-        event.id = fixed_id if fixed_id is not None else self._free_id()
+        event.id = fixed_id if fixed_id is not None else self._alloc_id()
         self._by_id[event.id] = event
         self._by_name[key] = event
         self._order.insert(0, event)
 
     def remove(self, event: TraceEvent) -> None:
         del self._by_id[event.id]
+        if event.id >= FIRST_DYNAMIC_ID:
+            heapq.heappush(self._freed_ids, event.id)
         del self._by_name[(event.system, event.name)]
         self._order.remove(event)
         for listener in self.removal_listeners:
             listener(event)
 
-    def _free_id(self) -> int:
-        for candidate in range(FIRST_DYNAMIC_ID, TRACE_EVENT_TYPE_MAX + 1):
-            if candidate not in self._by_id:
-                return candidate
-        raise TracefsError(errno.ENOSPC, "no trace event type id left")
+    def _alloc_id(self) -> int:
+        """The lowest free id (``ida_alloc_range``)."""
+        if self._freed_ids:
+            return heapq.heappop(self._freed_ids)
+        if self._next_id > TRACE_EVENT_TYPE_MAX:
+            raise TracefsError(errno.ENOSPC, "no trace event type id left")
+        self._next_id += 1
+        return self._next_id - 1
 
     def by_id(self, event_id: int) -> TraceEvent | None:
         return self._by_id.get(event_id)

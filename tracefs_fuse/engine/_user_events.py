@@ -224,6 +224,7 @@ class UserEventRegistry:
         self._on_created = on_created
         self._on_destroyed = on_destroyed
         self._by_name: dict[str, list[UserEvent]] = {}
+        self._count = 0  # current_user_events
         self._serial = 0
         #: Per-group u64 counter naming multi-format tracepoints ``name.%llx``.
         self.multi_id = 0
@@ -235,7 +236,7 @@ class UserEventRegistry:
     # -- lookup ---------------------------------------------------------------
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self._by_name.values())
+        return self._count
 
     def __iter__(self) -> Iterator[UserEvent]:
         """Events in the kernel's hash-table order (``user_seq_show``)."""
@@ -287,6 +288,7 @@ class UserEventRegistry:
         self._serial += 1
         event.serial = self._serial
         self._by_name.setdefault(command.name, []).insert(0, event)
+        self._count += 1
         event.get()  # the caller's reference
         self._on_created(event)
         return event, True
@@ -361,6 +363,7 @@ class UserEventRegistry:
         chain.remove(event)
         if not chain:
             del self._by_name[event.reg_name]
+        self._count -= 1
         if self.status_page is not None:
             self.status_page.release(event)
         self.events.remove(event)
