@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracefs_fuse.engine._errors import TracefsError
+from tracefs_fuse.engine._events import TRACE_EVENT_TYPE_MAX
 from tracefs_fuse.engine._synth import (ENOTSUPP, STR_VAR_LEN_MAX, EventFileRef, SynthEvent,
                                         build_entry, get_event_file, gfp_flag_names, is_good_name,
                                         synth_field_fmt, synth_field_signed, synth_field_size,
@@ -363,8 +364,8 @@ def test_event_file_rules() -> None:
 
 def test_ids_exhausted_is_enodev() -> None:
     tfs = new_tracefs()
-    tfs.events._free_id = lambda: (_ for _ in ()).throw(  # type: ignore[method-assign]
-        TracefsError(errno.ENOSPC))
+    # Every id up to TRACE_EVENT_TYPE_MAX handed out (common_type is a u16).
+    tfs.events._next_id = TRACE_EVENT_TYPE_MAX + 1  # type: ignore[attr-defined]
     with pytest.raises(TracefsError) as info:
         tfs.synth_events.run_command("e u64 a")  # type: ignore[attr-defined]
     assert info.value.errno == errno.ENODEV

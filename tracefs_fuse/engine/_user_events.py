@@ -188,21 +188,23 @@ class UserEventsFile:
         self.registry = registry
         #: Slot i holds the event of write index i and the ABI it came from.
         self.slots: list[tuple[UserEvent, Abi]] = []
+        self._index: dict[UserEvent, int] = {}
         self.released = False
 
     def ref_add(self, event: UserEvent, abi: Abi) -> int:
         """``user_events_ref_add``: the event's index here, appending if new."""
-        for index, (slot_event, _) in enumerate(self.slots):
-            if slot_event is event:
-                return index
-        event.get()
-        self.slots.append((event, abi))
-        return len(self.slots) - 1
+        index = self._index.get(event)
+        if index is None:
+            event.get()
+            index = self._index[event] = len(self.slots)
+            self.slots.append((event, abi))
+        return index
 
     def release(self) -> None:
         """Final close: every slot drops its reference."""
         self.released = True
         slots, self.slots = self.slots, []
+        self._index = {}
         for event, _ in slots:
             event.put()
 
