@@ -36,7 +36,8 @@ BREAKDOWN = (
     ("    of which RingBuffer.write", "RingBuffer.write"),
     ("  publish hook: wake readers, push mapped pages", "Daemon.publish"),
     ("  reply: fuse_reply_write, a writev to /dev/fuse", "fuse_reply_write"),
-    ("trio: re-arm the fd with epoll_ctl, once per request", "EpollIOManager._update_registrations"),
+    ("trio: re-arm the fd (epoll_ctl), once per request",
+     "EpollIOManager._update_registrations"),
     ("trio: epoll_wait and its results (busy part)", "EpollIOManager.get_events"),
     ("process connector: fork/exec/exit of any process", "Daemon.follow_processes"),
 )

@@ -3,8 +3,8 @@
 Rules:
   * Everything compared is measured in the same run, side by side: inside one
     repetition every target is measured once, back to back, in an order that
-    rotates from one repetition to the next (so no target always runs first,
-    e.g. right after the page cache or the CPU frequency changed).
+    rotates from one repetition to the next, so that no target always runs
+    first or always follows the same neighbour.
   * Ratios pair the values of one repetition (see :mod:`._results`).
   * Counts that prove something (syscalls in the disabled loop, enable bits
     not yet set) are recorded like any figure, and the run goes on; the
@@ -90,7 +90,8 @@ class Suite:
         elif server is not None:
             path, mode = server.data_file, "rawv"
         else:
-            path, mode = self.kernel / "trace_marker_raw", "raw1" if target == KERNEL_WRITE else "rawv"
+            path = self.kernel / "trace_marker_raw"
+            mode = "raw1" if target == KERNEL_WRITE else "rawv"
         before = (0.0, 0, 0)
 
         def before_go() -> None:
@@ -115,7 +116,7 @@ class Suite:
         all_cpus = os.sched_getaffinity(0)
         for variant, cpus in (("unpinned", None), ("everything pinned to CPU 0", {0})):
             group = f"1. Enabled-event write throughput, {variant}"
-            costs = f"1. Server cost per write (serving thread), {variant}"
+            costs = f"1. FUSE server cost per write, {variant}"
             for server in self.servers.values():
                 server.pin(cpus or all_cpus)
             for rep in range(self.repeats):
