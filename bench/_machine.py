@@ -30,8 +30,11 @@ def _libfuse() -> str:
 
 
 def _commit() -> str:
-    result = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
-                            text=True, cwd=Path(__file__).parent)
+    try:
+        result = subprocess.run(["git", "describe", "--always", "--dirty"],
+                                capture_output=True, text=True, cwd=Path(__file__).parent)
+    except OSError:  # no git: a tarball
+        return "unknown"
     return result.stdout.strip() or "unknown"
 
 

@@ -16,6 +16,7 @@ Rules:
 from __future__ import annotations
 
 import collections
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,8 +80,10 @@ def summarise(raw: Path, writers: int, rate: float) -> Profile:
 
 def profile_daemon(pid: int, raw: Path, workload: Callable[[], float], writers: int) -> Profile:
     """Sample ``pid`` while ``workload`` runs; ``workload`` returns the writes/s it saw."""
-    spy = Path(sys.executable).with_name("py-spy")
-    proc = subprocess.Popen([str(spy), "record", "--pid", str(pid), "--native",
+    # The venv's py-spy (the bench extra), else one on PATH.
+    venv_spy = Path(sys.executable).with_name("py-spy")
+    spy = str(venv_spy) if venv_spy.exists() else shutil.which("py-spy") or "py-spy"
+    proc = subprocess.Popen([spy, "record", "--pid", str(pid), "--native",
                              "--rate", str(SAMPLES_PER_S), "--format", "raw",
                              "--output", str(raw)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -89,7 +92,12 @@ def profile_daemon(pid: int, raw: Path, workload: Callable[[], float], writers: 
     finally:
         # py-spy writes its output when interrupted, like on Ctrl-C.
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise
     if not raw.exists():
         raise RuntimeError(f"py-spy wrote no profile: {err}")
     return summarise(raw, writers, rate)
