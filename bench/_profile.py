@@ -7,6 +7,9 @@ pauses the daemon, so the writes/s seen meanwhile are lower than benchmark 1's
 and are reported only to show that cost.
 
 Rules:
+  * Only the serving (main) thread counts: its stacks start in
+    ``_run_module_as_main``. Other threads (trio's idle thread cache) are
+    left out.
   * A sample whose innermost frame is ``epoll_wait`` is idle: the daemon was
     waiting for the next request. Shares are of the other (busy) samples.
   * A part's share is inclusive: the samples with that frame anywhere on the
@@ -26,6 +29,7 @@ from pathlib import Path
 from ._results import FrameShare, Profile
 
 SAMPLES_PER_S = 200
+MAIN_THREAD_ROOT = "_run_module_as_main"
 #: The breakdown: (label, frame). Unindented parts do not overlap one another;
 #: what they leave is reported as the rest (trio's scheduler and pyfuse3's
 #: coroutine plumbing). Indented parts are inside the part above them.
@@ -60,6 +64,8 @@ def summarise(raw: Path, writers: int, rate: float) -> Profile:
         stack, _, count_text = line.rpartition(" ")
         count = int(count_text)
         frames = [_frame(f) for f in stack.split(";")]
+        if MAIN_THREAD_ROOT not in frames:
+            continue
         samples += count
         if frames[-1] == "epoll_wait":
             idle += count
