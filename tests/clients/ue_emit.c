@@ -16,26 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-struct user_reg {
-	uint32_t size;
-	uint8_t enable_bit;
-	uint8_t enable_size;
-	uint16_t flags;
-	uint64_t enable_addr;
-	uint64_t name_args;
-	uint32_t write_index;
-} __attribute__((__packed__));
-
-struct user_unreg {
-	uint32_t size;
-	uint8_t disable_bit;
-	uint8_t __reserved;
-	uint16_t __reserved2;
-	uint64_t disable_addr;
-} __attribute__((__packed__));
-
-#define DIAG_IOCSREG _IOWR('*', 0, struct user_reg *)
-#define DIAG_IOCSUNREG _IOW('*', 2, struct user_unreg *)
+#include "user_events_uapi.h"
 
 static volatile uint32_t enabled;
 

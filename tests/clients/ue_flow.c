@@ -4,7 +4,8 @@
  * -> unregister -> close -> event deleted.  Prints one line per step;
  * exits with the errno of the first unexpected failure.
  *
- * The uapi is spelled out here (not included) so the test pins the ABI.
+ * The uapi comes from user_events_uapi.h (spelled out, not the system
+ * header) so the test pins the ABI.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,27 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-struct user_reg {
-	uint32_t size;
-	uint8_t enable_bit;
-	uint8_t enable_size;
-	uint16_t flags;
-	uint64_t enable_addr;
-	uint64_t name_args;
-	uint32_t write_index;
-} __attribute__((__packed__));
-
-struct user_unreg {
-	uint32_t size;
-	uint8_t disable_bit;
-	uint8_t __reserved;
-	uint16_t __reserved2;
-	uint64_t disable_addr;
-} __attribute__((__packed__));
-
-#define DIAG_IOCSREG _IOWR('*', 0, struct user_reg *)
-#define DIAG_IOCSDEL _IOW('*', 1, char *)
-#define DIAG_IOCSUNREG _IOW('*', 2, struct user_unreg *)
+#include "user_events_uapi.h"
 
 static const char *dir;
 static volatile uint32_t enabled = 0x5a5a0000;
