@@ -2,9 +2,9 @@
  * Marker writes whose ring-buffer layout a reader can compare between a real
  * tracefs and tracefs-fuse: every record encoding and sub-buffer boundary we
  * know of, from one task pinned to CPU 0. Runs unchanged against both (for a
- * real kernel, point it at a private instance).
+ * real kernel, point it at a private instance). RM_CPU=<n> pins to CPU n.
  *
- * usage: reader_marks DIR layout|overflow
+ * usage: reader_marks DIR layout|overflow|raw N LEN
  *   layout:   short, padded and long raw records, text markers with and
  *             without a newline, a 0.3 s pause (a TIME_EXTEND record), a
  *             text marker truncated at 4054 bytes, a raw record filling a
@@ -13,6 +13,7 @@
  *   overflow: a 0.3 s pause, then 200 raw records of 112 bytes, for a
  *             buffer too small to hold them (the test sets buffer_size_kb
  *             to 7 first).
+ *   raw N LEN: N raw records with ids 0x1000.. and LEN payload bytes.
  * Prints "wrote <n>", or "stall" (exit 75) if any two writes that should be
  * back to back were 100 ms or more apart: a spurious TIME_EXTEND would then
  * make the layouts differ, so the caller runs it again.
@@ -68,13 +69,13 @@ static void text(const char *s)
 int main(int argc, char **argv)
 {
 	char path[512];
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s DIR layout|overflow\n", argv[0]);
+	if (argc != 3 && argc != 5) {
+		fprintf(stderr, "usage: %s DIR layout|overflow|raw N LEN\n", argv[0]);
 		return 2;
 	}
 	cpu_set_t cpu0;
 	CPU_ZERO(&cpu0);
-	CPU_SET(0, &cpu0);
+	CPU_SET(getenv("RM_CPU") ? atoi(getenv("RM_CPU")) : 0, &cpu0);
 	CHECK(sched_setaffinity(0, sizeof cpu0, &cpu0) == 0, "sched_setaffinity");
 	snprintf(path, sizeof path, "%s/trace_marker_raw", argv[1]);
 	raw_fd = open(path, O_WRONLY);
@@ -84,7 +85,10 @@ int main(int argc, char **argv)
 	CHECK(text_fd >= 0, path);
 
 	struct timespec pause = {0, 300000000};
-	if (!strcmp(argv[2], "overflow")) {
+	if (!strcmp(argv[2], "raw") && argc == 5) {
+		for (int i = 0; i < atoi(argv[3]); i++)
+			raw(0x1000 + i, atoi(argv[4]), 0);
+	} else if (!strcmp(argv[2], "overflow")) {
 		/* If the writer goes on in a page read before, its first record
 		 * gets a TIME_EXTEND: make sure of it, whatever ran before. */
 		nanosleep(&pause, NULL);

@@ -25,9 +25,12 @@ import contextlib
 import json
 import os
 import platform
+import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -297,3 +300,211 @@ if __name__ == "__main__" and sys.argv[1:] == ["capture"]:
         golden = capture_kernel(root, build)
     GOLDEN.write_text(json.dumps(golden, indent=1) + "\n")
     print(f"wrote {GOLDEN} ({golden['kernel']})")
+
+
+# -- 3. Reader semantics ------------------------------------------------------------------------
+
+#: x86_64 syscall numbers a blocked client may sit in (/proc/<pid>/syscall).
+SYS_READ, SYS_SELECT, SYS_POLL, SYS_PSELECT6, SYS_PPOLL, SYS_SPLICE = 0, 23, 7, 270, 271, 275
+
+
+class Buffer:
+    """One ring buffer the semantics tests run on: a mount, or a kernel instance."""
+
+    def __init__(self, dir: Path, client: Callable[[str], Path]) -> None:
+        self.dir = dir
+        self.client = client
+
+    def write(self, rel: str, text: str) -> None:
+        write_file(self.dir / rel, text)
+
+    def raw(self, count: int, length: int = 100, cpu: int = 0) -> None:
+        """``count`` raw records (ids 0x1000...) of ``length`` payload bytes on ``cpu``."""
+        env = {**os.environ, "RM_CPU": str(cpu)}
+        result = subprocess.run([str(self.client("reader_marks")), str(self.dir), "raw",
+                                 str(count), str(length)], capture_output=True, text=True,
+                                env=env, timeout=60)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    def steps(self, *steps: str) -> list[str]:
+        """Run reader_block with these steps to the end; its transcript."""
+        result = run([str(self.client("reader_block")), str(self.dir), *steps])
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout.splitlines()
+
+    def start(self, *steps: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([str(self.client("reader_block")), str(self.dir), *steps],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_blocked(proc: subprocess.Popen[str], *syscalls: int) -> None:
+    """Until the client sleeps in one of ``syscalls`` (bounded: 10 s).
+
+    Sleeping there means the kernel's reader found nothing, or our read
+    request is queued ahead of anything the test does next (the daemon takes
+    requests in order).
+    """
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            nr = Path(f"/proc/{proc.pid}/syscall").read_text().split()[0]
+            state = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            nr = state = ""
+        if state == "S" and nr in {str(s) for s in syscalls}:
+            return
+        assert proc.poll() is None, f"client ended: {proc.communicate()[0]}"
+        time.sleep(0.001)  # a state, not an event: nothing to wait on
+    raise AssertionError("the client never blocked")
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 10) -> list[str]:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out
+    return out.splitlines()
+
+
+@pytest.fixture(params=["ours", "kernel"] if live_kernel_available() else ["ours"])
+def buffer(request: pytest.FixtureRequest, tmp_path: Path,
+           c_client: Callable[[str], Path]) -> Iterator[Buffer]:
+    """A fresh ring buffer: our mount, and where it mounts, a real kernel instance."""
+    if request.param == "ours":
+        mount = start_mount(tmp_path / "tracing", tmp_path / "daemon.log")
+        try:
+            yield Buffer(mount.path, c_client)
+        finally:
+            stop_mount(mount)
+        return
+    with real_tracefs() as root, kernel_instance(root) as name:
+        yield Buffer(root / "instances" / name, c_client)
+
+
+RAW = "per_cpu/cpu0/trace_pipe_raw"
+#: (case, raw records written first, reader_block steps, transcript) — the
+#: transcripts are what Linux 6.18 gives (and gives again in the kernel case).
+CONSUMING_READS = [
+    ("one sub-buffer per read", 80,
+     ["open", RAW, "nb", "read", "8192", "read", "8192", "read", "8192", "read", "8192"],
+     ["read 8192: 4096 commit=4060 flags=-- first=0x1000",
+      "read 8192: 4096 commit=4060 flags=-- first=0x1023",
+      "read 8192: 4096 commit=1160 flags=-- first=0x1046",  # the partial page
+      "read 8192: EAGAIN"]),
+    ("reads smaller than a sub-buffer", 10,
+     ["open", RAW, "nb", *["read", "512"] * 9, "read", "0", "read", "4096", "read", "4096"],
+     ["read 512: 512 commit=464 flags=-- first=0x1000",  # what fits 512 - 16 bytes
+      *["read 512: 512 zeros"] * 7,
+      "read 512: 512 commit=464 flags=-- first=0x1004",
+      "read 0: 0",
+      "read 4096: 3584 zeros",  # the rest of the page handed out
+      "read 4096: 4096 commit=232 flags=-- first=0x1008"]),
+    ("empty, O_NONBLOCK at open", 0, ["open", RAW, "nb", "read", "4096"],
+     ["read 4096: EAGAIN"]),
+    ("empty, O_NONBLOCK set later", 0, ["open", RAW, "nonblock", "read", "4096"],
+     ["read 4096: EAGAIN"]),
+    ("trace_pipe empty, O_NONBLOCK at open", 0, ["open", "trace_pipe", "nb", "read", "4096"],
+     ["read 4096: EAGAIN"]),
+    ("trace_pipe empty, O_NONBLOCK set later", 0,
+     ["open", "trace_pipe", "nonblock", "read", "4096"], ["read 4096: EAGAIN"]),
+]
+
+
+@pytest.mark.parametrize("records, steps, transcript",
+                         [case[1:] for case in CONSUMING_READS],
+                         ids=[case[0] for case in CONSUMING_READS])
+def test_consuming_reads(buffer: Buffer, records: int, steps: list[str],
+                         transcript: list[str]) -> None:
+    if records:
+        buffer.raw(records)
+    assert buffer.steps(*steps) == transcript
+
+
+def test_a_partial_page_is_consumed(buffer: Buffer) -> None:
+    buffer.raw(5)
+    assert buffer.steps("open", RAW, "nb", "read", "4096") == [
+        "read 4096: 4096 commit=580 flags=-- first=0x1000"]
+    buffer.raw(3)  # the writer is still on that page: only the new records come
+    assert buffer.steps("open", RAW, "nb", "read", "4096", "read", "4096") == [
+        "read 4096: 4096 commit=348 flags=-- first=0x1000", "read 4096: EAGAIN"]
+
+
+@pytest.mark.parametrize("path, woken", [
+    (RAW, r"read 4096: 4096 commit=20 flags=-- first=0x1000"),
+    ("trace_pipe", r"read 4096: \d+ +\S+-\d+ +\[000\] \.\.\.1\. +[\d.]+: # 1000 buf: 00 00 00 00\\n"),
+])
+def test_a_blocked_read_wakes_on_data(buffer: Buffer, path: str, woken: str) -> None:
+    reader = buffer.start("open", path, "read", "4096")
+    wait_blocked(reader, SYS_READ)
+    buffer.raw(1, 4)
+    transcript = finish(reader)
+    assert len(transcript) == 1 and re.fullmatch(woken, transcript[0]), transcript
+
+
+#: (case, buffer_percent, raw records, file, readable?) with 8 KiB per CPU
+#: (3 sub-buffers). trace_pipe_raw waits for buffer_percent of the ring, and
+#: never counts the page the writer is on; trace_pipe wants any data.
+POLL_CASES = [
+    ("empty", "0", 0, RAW, False),
+    ("one record, buffer_percent 0", "0", 1, RAW, True),
+    ("one record, buffer_percent 50", "50", 1, RAW, False),
+    ("a page filled to the brim, 50", "50", 35, RAW, False),
+    ("the writer on the second page, 50", "50", 36, RAW, True),
+    ("the writer on the second page, 100", "100", 36, RAW, False),
+    ("trace_pipe, one record, 100", "100", 1, "trace_pipe", True),
+]
+
+
+@pytest.mark.parametrize("percent, records, path, readable",
+                         [case[1:] for case in POLL_CASES], ids=[case[0] for case in POLL_CASES])
+def test_poll_and_select_honour_buffer_percent(buffer: Buffer, percent: str, records: int,
+                                               path: str, readable: bool) -> None:
+    buffer.write("buffer_size_kb", "8")
+    buffer.write("buffer_percent", percent)
+    if records:
+        buffer.raw(records)
+    answer = ["select: readable", "poll: 0x1"] if readable else ["select: timeout",
+                                                                 "poll: timeout"]
+    assert buffer.steps("open", path, "select", "0", "poll", "0") == answer
+
+
+@pytest.mark.parametrize("path", [RAW, "trace_pipe"])
+def test_a_blocked_select_wakes_at_the_watermark(buffer: Buffer, path: str) -> None:
+    buffer.write("buffer_size_kb", "8")  # buffer_percent 50: past the first page
+    poller = buffer.start("open", path, "select", "20000")
+    wait_blocked(poller, SYS_SELECT, SYS_PSELECT6)
+    buffer.raw(36 if path == RAW else 1)
+    assert finish(poller) == ["select: readable"]
+
+
+@pytest.mark.parametrize("steps, transcript", [
+    # libtracefs' tracefs_cpu_stop: ioctl(fd, 0), then O_NONBLOCK.
+    (["wake", "nb"], ["wake: 0", "read 4096: EAGAIN"]),
+])
+def test_ioctl_0_wakes_a_blocked_reader(buffer: Buffer, steps: list[str],
+                                         transcript: list[str]) -> None:
+    assert buffer.steps("open", RAW, *steps, "read", "4096") == transcript
+
+
+def test_ioctl_0_alone_ends_the_blocked_read(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]
+    """Caveat (fuse/_requests.py): a read woken by ioctl(fd, 0) without
+    O_NONBLOCK set returns EAGAIN; the kernel's would block again (FUSE shows
+    us no fcntl() made while the read is in flight)."""
+    assert Buffer(tracefs.path, c_client).steps("open", RAW, "wake", "read", "4096") == [
+        "wake: 0", "read 4096: EAGAIN"]
+
+
+@pytest.mark.parametrize("path", [RAW, "trace_pipe"])
+@pytest.mark.parametrize("signal_name", ["SIGUSR1", "SIGKILL"])
+def test_a_signal_ends_a_blocked_read_at_once(buffer: Buffer, path: str,
+                                              signal_name: str) -> None:
+    reader = buffer.start("handler", "open", path, "read", "4096")
+    wait_blocked(reader, SYS_READ)
+    reader.send_signal(getattr(signal, signal_name))
+    out, _ = reader.communicate(timeout=5)  # "at once": long before a test timeout
+    if signal_name == "SIGKILL":
+        assert reader.returncode == -signal.SIGKILL
+    else:
+        assert (reader.returncode, out) == (0, "read 4096: EINTR\n")
+    # The buffer is still served: the next reader gets the next record.
+    buffer.raw(1, 4)
+    assert buffer.steps("open", RAW, "nb", "read", "4096") == [
+        "read 4096: 4096 commit=20 flags=-- first=0x1000"]
