@@ -23,7 +23,6 @@ import sys
 
 import msgspec
 
-from . import config as config_mod
 from .config import MountConfig
 
 log = logging.getLogger("tracefs_fuse")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Mount, start_mount, stop_mount
+from .conftest import Mount
 
 pytestmark = pytest.mark.uses_fuse
 

@@ -30,7 +30,6 @@ Kernel: kernel/trace/trace_events_inject.c, trace_events_filter.c
 
 from __future__ import annotations
 
-import enum
 import errno
 from typing import Callable
 
@@ -42,6 +41,7 @@ from ._field import COMMON_FIELDS, TRACE_ENTRY, Field
 from ._task import Task
 from ._trace_array import TraceArray
 from ._tree import File, Node, OpenFile
+from ._filter_type import FilterType, filter_assign_type
 
 #: inject is write-only for its owner.
 INJECT_MODE = 0o200
@@ -56,40 +56,6 @@ _ALNUM = _DIGITS | frozenset(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
     + "".join(chr(c) for c in range(192, 256) if c not in (215, 247)))
 
-
-class FilterType(enum.Enum):
-    """The ``FILTER_*`` kinds that decide how a value is stored."""
-
-    OTHER = "other"
-    STATIC_STRING = "static_string"
-    DYN_STRING = "dyn_string"
-    RDYN_STRING = "rdyn_string"
-    PTR_STRING = "ptr_string"
-    CPU = "cpu"
-    COMM = "comm"
-    STACKTRACE = "stacktrace"
-
-    @property
-    def is_string(self) -> bool:
-        """``is_string_field``."""
-        return self in _STRING_TYPES
-
-
-_STRING_TYPES = frozenset({FilterType.STATIC_STRING, FilterType.DYN_STRING,
-                           FilterType.RDYN_STRING, FilterType.PTR_STRING, FilterType.COMM})
-
-
-def filter_assign_type(type_: str) -> FilterType:
-    """``filter_assign_type``: a field's filter type from its C type."""
-    if "__data_loc" in type_ and "char" in type_:
-        return FilterType.DYN_STRING
-    if "__rel_loc" in type_ and "char" in type_:
-        return FilterType.RDYN_STRING
-    if "[" in type_ and "char" in type_:
-        return FilterType.STATIC_STRING
-    if type_ in ("char *", "const char *"):
-        return FilterType.PTR_STRING
-    return FilterType.OTHER
 
 
 class InjectField(msgspec.Struct, frozen=True):

@@ -35,7 +35,6 @@ of 5.18 and 6.1.
 from __future__ import annotations
 
 import errno
-import struct
 
 import msgspec
 

@@ -25,10 +25,10 @@ kernel/trace/trace_events_filter.c (``filter_assign_type``), lib/ctype.c.
 
 from __future__ import annotations
 
-import enum
 import struct
 
 from ._field import Field
+from ._filter_type import FilterType, filter_assign_type
 
 #: ``TRACE_SEQ_BUFFER_SIZE`` on 64-bit: 8192 minus ``struct seq_buf`` (24),
 #: ``readpos`` (8) and ``full`` (4). A write fits while the text stays below
@@ -68,38 +68,6 @@ class TraceSeq:
 
     def text(self) -> str:
         return "".join(self._parts)
-
-
-class FilterType(enum.Enum):
-    """The ``enum filter_field_type`` values a user-declared type can get."""
-
-    OTHER = "other"
-    STATIC_STRING = "static_string"
-    DYN_STRING = "dyn_string"
-    RDYN_STRING = "rdyn_string"
-    PTR_STRING = "ptr_string"
-    CPUMASK = "cpumask"
-
-
-def filter_assign_type(type_: str) -> FilterType:
-    """``filter_assign_type``: how a field is filtered and printed, from its type.
-
-    Substring tests, as in the kernel: ``__data_loc unsigned char[]`` is a
-    string, ``struct char[2]`` a static string, ``__data_loc u8[]`` an
-    ``OTHER`` that prints as a byte array.
-    """
-    if "__data_loc" in type_:
-        if "char" in type_:
-            return FilterType.DYN_STRING
-        if "cpumask_t" in type_:
-            return FilterType.CPUMASK
-    if "__rel_loc" in type_ and "char" in type_:
-        return FilterType.RDYN_STRING
-    if "[" in type_ and "char" in type_:
-        return FilterType.STATIC_STRING
-    if type_ in ("char *", "const char *"):
-        return FilterType.PTR_STRING
-    return FilterType.OTHER
 
 
 def isprint(byte: int) -> bool:

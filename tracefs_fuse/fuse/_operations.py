@@ -28,7 +28,7 @@ from ..engine._errors import TracefsError
 from ..engine._task import Task
 from ..engine._tree import Dir, File, FileKind, Node, OpenFile
 from ._errno import translate_errors
-from ._inodes import ROOT_INODE, InodeTable, Path
+from ._inodes import InodeTable, Path
 from ._session import (FOPEN_NOFLUSH, FOPEN_PARALLEL_DIRECT_WRITES, FOPEN_STREAM, pyfuse3,
                        set_open_flags)
 
