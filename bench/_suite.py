@@ -13,10 +13,11 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import msgspec
@@ -31,6 +32,10 @@ KERNEL_WRITEV = "kernel trace_marker_raw, writev (2 records per call)"
 KERNEL_WRITE = "kernel trace_marker_raw, write (1 record)"
 WRITE_TARGETS = (OURS, PYFUSE3_FLOOR, LIBFUSE_FLOOR, KERNEL_WRITEV, KERNEL_WRITE)
 WRITERS = (1, 2, 4)
+#: Where clients and servers may run. On a VM, a wakeup that crosses CPUs can
+#: cost tens of µs (a halted vCPU), so latencies differ by placement.
+PLACEMENTS: tuple[tuple[str, set[int] | None], ...] = (
+    ("unpinned", None), ("everything pinned to CPU 0", {0}))
 #: Enough iterations that one stray syscall per million would show.
 DISABLED_CHECKS = 10_000_000
 ENABLED_CHECKS = 1_000
@@ -77,6 +82,18 @@ class Suite:
         self.ours = ours
         self.servers = {OURS: ours, PYFUSE3_FLOOR: pyfuse3_floor, LIBFUSE_FLOOR: libfuse_floor}
         self.kernel = kernel
+        self.all_cpus = os.sched_getaffinity(0)
+
+    @contextlib.contextmanager
+    def _placed(self, cpus: set[int] | None) -> Iterator[None]:
+        """Pin every server to ``cpus`` (None: anywhere) for the duration."""
+        for server in self.servers.values():
+            server.pin(cpus or self.all_cpus)
+        try:
+            yield
+        finally:
+            for server in self.servers.values():
+                server.pin(self.all_cpus)
 
     def _event_enable(self, event: str) -> Path:
         return self.ours.mountpoint / "events" / "user_events" / event / "enable"
@@ -113,24 +130,24 @@ class Suite:
     # -- 1 -----------------------------------------------------------------------------
 
     def write_throughput(self) -> None:
-        all_cpus = os.sched_getaffinity(0)
-        for variant, cpus in (("unpinned", None), ("everything pinned to CPU 0", {0})):
-            group = f"1. Enabled-event write throughput, {variant}"
-            costs = f"1. FUSE server cost per write, {variant}"
-            for server in self.servers.values():
-                server.pin(cpus or all_cpus)
-            for rep in range(self.repeats):
-                for writers in WRITERS:
-                    column = _count(writers, "writer", "writers")
-                    for target in _rotated(WRITE_TARGETS, rep):
-                        rate, cost = self.write_run(target, writers, self.seconds, cpus=cpus)
-                        self.rec.add(group, target, column, "writes/s", rate)
-                        if cost is not None:
-                            self.rec.add(costs, f"{target}: CPU", column, "µs", cost.cpu_us)
-                            self.rec.add(costs, f"{target}: sleeps", column, "per write",
-                                         cost.slept)
-                            self.rec.add(costs, f"{target}: preemptions", column,
-                                         "per write", cost.preempted)
+        for placement, cpus in PLACEMENTS:
+            group = f"1. Enabled-event write throughput, {placement}"
+            costs = f"1. FUSE server cost per write, {placement}"
+            with self._placed(cpus):
+                for rep in range(self.repeats):
+                    for writers in WRITERS:
+                        column = _count(writers, "writer", "writers")
+                        for target in _rotated(WRITE_TARGETS, rep):
+                            rate, cost = self.write_run(target, writers, self.seconds,
+                                                        cpus=cpus)
+                            self.rec.add(group, target, column, "writes/s", rate)
+                            if cost is not None:
+                                self.rec.add(costs, f"{target}: CPU", column, "µs",
+                                             cost.cpu_us)
+                                self.rec.add(costs, f"{target}: sleeps", column, "per write",
+                                             cost.slept)
+                                self.rec.add(costs, f"{target}: preemptions", column,
+                                             "per write", cost.preempted)
             for writers in WRITERS:
                 column = _count(writers, "writer", "writers")
                 for numerator, denominator in ((OURS, KERNEL_WRITE), (OURS, LIBFUSE_FLOOR),
@@ -138,8 +155,6 @@ class Suite:
                                                (LIBFUSE_FLOOR, KERNEL_WRITE)):
                     self.rec.add_ratio(group, f"{numerator} ÷ {denominator}", column,
                                        (numerator, column), (denominator, column))
-        for server in self.servers.values():
-            server.pin(all_cpus)
 
     # -- 2 -----------------------------------------------------------------------------
 
@@ -163,61 +178,70 @@ class Suite:
     # -- 3 -----------------------------------------------------------------------------
 
     def enable_propagation(self) -> None:
-        group = "3. Enable propagation: write(enable, \"1\") with N registered processes"
-        reference = self.servers[LIBFUSE_FLOOR].data_file
-        for _ in range(self.repeats):
+        latency = "write(enable) latency, median"
+        reference = "reference: a write to the libfuse floor, median"
+        for placement, cpus in PLACEMENTS:
+            group = f"3. Enable propagation with N registered processes, {placement}"
+            with self._placed(cpus):
+                for _ in range(self.repeats):
+                    for n in ENABLE_PROCESSES:
+                        column = _count(n, "process", "processes")
+                        out = run_client(self.binaries, "enable", self.ours.mountpoint, n,
+                                         ENABLE_ROUNDS, self.servers[LIBFUSE_FLOOR].data_file,
+                                         cpus=cpus)
+                        self.rec.add(group, latency, column, "µs",
+                                     statistics.median(map(int, out["enable_ns"])) / 1e3)
+                        self.rec.add(group, "enable bits not yet flipped when write() returned",
+                                     column, "bits", int(out["missed"][0]))
+                        self.rec.add(group, reference, column, "µs",
+                                     statistics.median(map(int, out["ref_ns"])) / 1e3)
             for n in ENABLE_PROCESSES:
                 column = _count(n, "process", "processes")
-                out = run_client(self.binaries, "enable", self.ours.mountpoint, n,
-                                 ENABLE_ROUNDS, reference)
-                self.rec.add(group, "write(enable) latency, median", column, "µs",
-                             statistics.median(map(int, out["enable_ns"])) / 1e3)
-                self.rec.add(group, "enable bits not yet flipped when write() returned",
-                             column, "bits", int(out["missed"][0]))
-                self.rec.add(group, "reference: a write to the libfuse floor, median", column,
-                             "µs", statistics.median(map(int, out["ref_ns"])) / 1e3)
-        for n in ENABLE_PROCESSES:
-            column = _count(n, "process", "processes")
-            self.rec.add_ratio(group, "enable write ÷ reference write", column,
-                               ("write(enable) latency, median", column),
-                               ("reference: a write to the libfuse floor, median", column))
+                self.rec.add_ratio(group, "enable write ÷ reference write", column,
+                                   (latency, column), (reference, column))
 
     # -- 4 -----------------------------------------------------------------------------
 
     def register(self) -> None:
-        group = f"4. Register {REGISTER_COUNT:,} events (DIAG_IOCSREG) from one process"
-        floor = self.servers[LIBFUSE_FLOOR]
-        for rep in range(min(REGISTER_REPEATS, self.repeats)):
-            rss: list[int] = []
-            # A fresh daemon: the count starts at 0 and RSS is not the main mount's.
-            with mounted(OURS, self.workdir / f"register-{rep}", self.binaries) as fresh:
-                rss.append(fresh.rss_bytes())
-                ours = run_client(self.binaries, "register", fresh.data_file, REGISTER_COUNT,
-                                  before_go=lambda: rss.append(fresh.rss_bytes()))
-            theirs = run_client(self.binaries, "register", floor.data_file, REGISTER_COUNT,
-                                before_go=lambda: None)
-            for column, out in ((OURS, ours), (LIBFUSE_FLOOR, theirs)):
-                ns = [int(v) for v in out["ns"]]
-                total_s = int(out["total_ns"][0]) / 1e9
-                self.rec.add(group, "ioctl latency, median", column, "µs",
-                             statistics.median(ns) / 1e3)
-                self.rec.add(group, "ioctl latency, p99", column, "µs",
-                             statistics.quantiles(ns, n=100)[98] / 1e3)
-                self.rec.add(group, "median of the first 1,000", column, "µs",
-                             statistics.median(ns[:1000]) / 1e3)
-                self.rec.add(group, "median of the last 1,000", column, "µs",
-                             statistics.median(ns[-1000:]) / 1e3)
-                self.rec.add(group, "all of them", column, "s", total_s)
-                self.rec.add(group, "registrations per second", column, "/s",
-                             REGISTER_COUNT / total_s)
-            self.rec.add(group, "daemon RSS, fresh mount", OURS, "MiB", rss[0] / 2**20)
-            self.rec.add(group, "daemon RSS, holding the events", OURS, "MiB", rss[1] / 2**20)
-            self.rec.add(group, "RSS per event", OURS, "KiB",
-                         (rss[1] - rss[0]) / REGISTER_COUNT / 1024)
-        for row in ("ioctl latency, median", "median of the first 1,000",
-                    "median of the last 1,000", "registrations per second"):
-            self.rec.add_ratio(group, row, "tracefs-fuse ÷ floor", (row, OURS),
-                               (row, LIBFUSE_FLOOR))
+        for placement, cpus in PLACEMENTS:
+            group = (f"4. Register {REGISTER_COUNT:,} events (DIAG_IOCSREG) from one process, "
+                     f"{placement}")
+            with self._placed(cpus):
+                for rep in range(min(REGISTER_REPEATS, self.repeats)):
+                    self._register_once(group, cpus, self.workdir / f"register-{rep}")
+            for row in ("ioctl latency, median", "median of the first 1,000",
+                        "median of the last 1,000", "registrations per second"):
+                self.rec.add_ratio(group, row, "tracefs-fuse ÷ floor", (row, OURS),
+                                   (row, LIBFUSE_FLOOR))
+
+    def _register_once(self, group: str, cpus: set[int] | None, mountpoint: Path) -> None:
+        rss: list[int] = []
+        # A fresh daemon: the count starts at 0 and RSS is not the main mount's.
+        with mounted(OURS, mountpoint, self.binaries) as fresh:
+            fresh.pin(cpus or self.all_cpus)
+            rss.append(fresh.rss_bytes())
+            ours = run_client(self.binaries, "register", fresh.data_file, REGISTER_COUNT,
+                              before_go=lambda: rss.append(fresh.rss_bytes()), cpus=cpus)
+        theirs = run_client(self.binaries, "register", self.servers[LIBFUSE_FLOOR].data_file,
+                            REGISTER_COUNT, before_go=lambda: None, cpus=cpus)
+        for column, out in ((OURS, ours), (LIBFUSE_FLOOR, theirs)):
+            ns = [int(v) for v in out["ns"]]
+            total_s = int(out["total_ns"][0]) / 1e9
+            self.rec.add(group, "ioctl latency, median", column, "µs",
+                         statistics.median(ns) / 1e3)
+            self.rec.add(group, "ioctl latency, p99", column, "µs",
+                         statistics.quantiles(ns, n=100)[98] / 1e3)
+            self.rec.add(group, "median of the first 1,000", column, "µs",
+                         statistics.median(ns[:1000]) / 1e3)
+            self.rec.add(group, "median of the last 1,000", column, "µs",
+                         statistics.median(ns[-1000:]) / 1e3)
+            self.rec.add(group, "all of them", column, "s", total_s)
+            self.rec.add(group, "registrations per second", column, "/s",
+                         REGISTER_COUNT / total_s)
+        self.rec.add(group, "daemon RSS, fresh mount", OURS, "MiB", rss[0] / 2**20)
+        self.rec.add(group, "daemon RSS, holding the events", OURS, "MiB", rss[1] / 2**20)
+        self.rec.add(group, "RSS per event", OURS, "KiB",
+                     (rss[1] - rss[0]) / REGISTER_COUNT / 1024)
 
     # -- 5 -----------------------------------------------------------------------------
 
