@@ -14,10 +14,11 @@
  *   select MS      select() for reading: "select: readable|timeout"
  *   poll MS        poll() for POLLIN: "poll: <revents>|timeout"
  *   handler        SIGUSR1 handler without SA_RESTART (a signal makes EINTR)
- *   wake [nb]      a thread waits until this one is blocked in read(), then
- *                  ioctl(fd, 0) (and O_NONBLOCK with nb: libtracefs'
- *                  tracefs_cpu_stop); prints "wake: <ioctl ret>" before the
- *                  next read's line
+ *   wake [nb]      a thread waits until this one is asleep in read(), then
+ *                  (with nb) sets O_NONBLOCK and calls ioctl(fd, 0), which
+ *                  is what libtracefs' tracefs_cpu_stop does, in the order
+ *                  that is race-free on a kernel; prints "wake: <ioctl ret>"
+ *                  before the next read's line
  *   ready          prints "ready" (the test then waits for the next step to block)
  */
 #include <errno.h>
@@ -102,17 +103,27 @@ static void do_read(size_t n)
 	putchar('\n');
 }
 
-/* Is the main thread blocked in read(2)? (/proc/.../syscall starts with "0 ") */
+/* Is the main thread asleep in read(2)? Its syscall file starts with "0 " and
+ * its state is S (entering read is not enough: the kernel's reader checks
+ * O_NONBLOCK before it goes to sleep, and a wakeup before then is lost). */
 static int main_blocked_in_read(void)
 {
-	char path[64], text[64] = "";
+	char path[64], text[256] = "";
+	int in_read = 0, asleep = 0;
 	snprintf(path, sizeof path, "/proc/self/task/%d/syscall", main_tid);
 	FILE *f = fopen(path, "r");
-	if (!f)
-		return 0;
-	int ok = fgets(text, sizeof text, f) && !strncmp(text, "0 ", 2);
-	fclose(f);
-	return ok;
+	if (f) {
+		in_read = fgets(text, sizeof text, f) && !strncmp(text, "0 ", 2);
+		fclose(f);
+	}
+	snprintf(path, sizeof path, "/proc/self/task/%d/stat", main_tid);
+	f = fopen(path, "r");
+	if (f) {
+		char *paren = fgets(text, sizeof text, f) ? strrchr(text, ')') : NULL;
+		asleep = paren && paren[1] == ' ' && paren[2] == 'S';
+		fclose(f);
+	}
+	return in_read && asleep;
 }
 
 static void *waker(void *arg)
@@ -121,9 +132,11 @@ static void *waker(void *arg)
 	struct timespec tick = {0, 1000000};
 	for (int i = 0; i < 10000 && !main_blocked_in_read(); i++)
 		nanosleep(&tick, NULL);  /* bounded: 10 s */
-	int r = ioctl(fd, 0);
+	/* O_NONBLOCK first: the woken kernel reader re-checks it at once, and
+	 * may beat an fcntl made after the ioctl (then it sleeps again). */
 	if (wake_nonblock)
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	int r = ioctl(fd, 0);
 	printf("wake: %d\n", r < 0 ? -errno : r);
 	fflush(stdout);
 	return NULL;

@@ -78,7 +78,8 @@ DECODED = [
 
 
 def run(argv: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    # latin-1: trace text is bytes (the kernel prints chars >= 0xa0 as they are).
+    return subprocess.run(argv, capture_output=True, encoding="latin-1", timeout=timeout)
 
 
 def run_writer(argv: list[str]) -> tuple[int, int, str]:
@@ -113,6 +114,7 @@ def make_user_events(mount: Mount, commands: list[str]) -> None:
 # -- 1. libtraceevent decodes user events and markers ---------------------------------------
 
 
+@pytest.mark.slow
 def test_libtraceevent_decodes_user_events_and_markers(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]
     make_user_events(tracefs, EVENTS)
     for mode in ("pages", "iterate"):
@@ -475,13 +477,11 @@ def test_a_blocked_select_wakes_at_the_watermark(buffer: Buffer, path: str) -> N
     assert finish(poller) == ["select: readable"]
 
 
-@pytest.mark.parametrize("steps, transcript", [
-    # libtracefs' tracefs_cpu_stop: ioctl(fd, 0), then O_NONBLOCK.
-    (["wake", "nb"], ["wake: 0", "read 4096: EAGAIN"]),
-])
-def test_ioctl_0_wakes_a_blocked_reader(buffer: Buffer, steps: list[str],
-                                         transcript: list[str]) -> None:
-    assert buffer.steps("open", RAW, *steps, "read", "4096") == transcript
+def test_ioctl_0_wakes_a_blocked_reader(buffer: Buffer) -> None:
+    # What tracefs_cpu_stop does (O_NONBLOCK and ioctl(fd, 0)), to a read
+    # asleep on an empty buffer.
+    assert buffer.steps("open", RAW, "wake", "nb", "read", "4096") == [
+        "wake: 0", "read 4096: EAGAIN"]
 
 
 def test_ioctl_0_alone_ends_the_blocked_read(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]
@@ -508,3 +508,65 @@ def test_a_signal_ends_a_blocked_read_at_once(buffer: Buffer, path: str,
     buffer.raw(1, 4)
     assert buffer.steps("open", RAW, "nb", "read", "4096") == [
         "read 4096: 4096 commit=20 flags=-- first=0x1000"]
+
+
+def test_trace_pipe_reports_lost_events(buffer: Buffer) -> None:
+    buffer.write("buffer_size_kb", "7")
+    buffer.raw(200)  # 3 sub-buffers hold 105 of them
+    assert buffer.steps("open", "trace_pipe", "nb", "read", "24") == [
+        "read 24: 24 CPU:0 [LOST 140 EVENTS]\\n"]
+
+
+def test_opening_trace_with_o_trunc_clears(buffer: Buffer) -> None:
+    buffer.raw(5, cpu=0)
+    buffer.raw(3, cpu=1)
+    header = re.compile(r"entries-in-buffer/entries-written: (\d+/\d+) ")
+    assert buffer.steps("trunc", "per_cpu/cpu0/trace", "open", RAW, "nb", "read", "4096") == [
+        "trunc per_cpu/cpu0/trace: 0", "read 4096: EAGAIN"]  # that CPU only
+    assert header.findall(buffer.steps("open", "trace", "read", "4096")[0]) == ["3/3"]
+    assert buffer.steps("trunc", "trace", "open", "per_cpu/cpu1/trace_pipe_raw", "nb",
+                        "read", "4096") == ["trunc trace: 0", "read 4096: EAGAIN"]
+    assert header.findall(buffer.steps("open", "trace", "read", "4096")[0]) == ["0/0"]
+
+
+#: What trace and trace_pipe print for reader_ue_writer's records after
+#: "<comm>-<pid> [000] <flags> <time>: " (the kernel's print_fields, 6.18).
+TEXT = [
+    "..... rd_scalars: a='\xff'(255) b=(128) c=0xffff (65535) d=0x8000 (32768) "
+    "e=0xffffffff (-1) f=0x80000000 (-2147483648) g=0xffffffffffffffff (-1) "
+    "h=0x8000000000000000 (-9223372036854775808) i='\xff'(255) j='\xc8'(200) "
+    "k=0xfffe (65534) l=0xfffe (65534) m=0xfffffffd (-3) n=0xee6b2800 (-294967296)",
+    "..... rd_scalars: a=(1) b=(2) c=0x3 (3) d=0x4 (4) e=0x5 (5) f=0x6 (6) g=0x7 (7) "
+    "h=0x8 (8) i=(9) j=(10) k=0xb (11) l=0xc (12) m=0xd (13) n=0xe (14)",
+    "..... rd_strings: fixed=fixed01 dyn=dynamic rel=rel tail=0xdead0000 (-559087616)",
+    "..... rd_strings: fixed=8charsX dyn= rel= tail=0xdead0001 (-559087615)",
+    f"..... rd_strings: fixed=8charsX dyn={LONG} rel=rel tail=0xdead0002 (-559087614)",
+    "..... rd_blob: pair=0x102030405060708 (72623859790382856) raw=abc",
+    "..... rd_none:No fields found",
+    "...1. tracing_mark_write: hello marker",
+    "...1. tracing_mark_write: no newline",
+    "...1. # 1234 buf: 41 42 43 44",
+    "...1. # 42 buf: 01 02 03 04 05 00 00 00",
+]
+_LINE = re.compile(r" *reader_ue_write-(\d+) +\[000\] (\S{5}) +\d+\.\d{6}: (.*)")
+
+
+@pytest.mark.slow
+def test_trace_and_trace_pipe_print_user_events_and_markers(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]
+    make_user_events(tracefs, EVENTS)
+    pid, _, out = run_writer([str(c_client("reader_ue_writer")), str(tracefs)])
+    assert out == "wrote 11\n"
+    buffer = Buffer(tracefs.path, c_client)
+
+    def events(steps: list[str]) -> list[str]:
+        # "read N: <count> <text>" per read
+        text = "".join(line.split(": ", 1)[1].split(" ", 1)[1] for line in buffer.steps(*steps))
+        lines = [m.groups() for m in map(_LINE.fullmatch, text.split("\\n")) if m]
+        assert {int(p) for p, _, _ in lines} <= {pid}
+        return [f"{flags} {event}" for _, flags, event in lines]
+
+    trace = ["open", "trace", "read", "65536"]
+    assert events(trace) == TEXT
+    assert events(trace) == TEXT  # trace does not consume
+    assert events(["open", "trace_pipe", "nb", "read", "65536"]) == TEXT
+    assert events(trace) == []  # trace_pipe did
