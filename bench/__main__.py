@@ -80,9 +80,11 @@ def main(argv: list[str] | None = None) -> int:
                       write_seconds=args.seconds, duration_s=time.monotonic() - start,
                       figures=recorder.figures(), profiles=profiles)
     m = results.machine
+    first, last = (" ".join(f"{x:.2f}" for x in load)
+                   for load in (m.load_average_start, m.load_average_end))
     print(f"\n{m.kernel}; {m.cpus} × {m.cpu_model}; Python {m.python}; libfuse {m.libfuse}; "
-          f"pyfuse3 {m.pyfuse3}; tree {m.commit}\nload average {m.load_average_start} at "
-          f"the start, {m.load_average_end} at the end; {results.duration_s:.0f} s; "
+          f"pyfuse3 {m.pyfuse3}; tree {m.commit}\nload average {first} at the start, "
+          f"{last} at the end; {results.duration_s:.0f} s; "
           f"median (lowest–highest) of {args.repeats} runs\n")
     print(render_tables(results.figures))
     for sampled in profiles:
