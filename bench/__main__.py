@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     results = Results(machine=describe(load_start, started), repeats=args.repeats,
                       write_seconds=args.seconds, duration_s=time.monotonic() - start,
                       figures=recorder.figures(), profiles=profiles)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_bytes(msgspec.json.format(msgspec.json.encode(results)))
     m = results.machine
     first, last = (" ".join(f"{x:.2f}" for x in load)
                    for load in (m.load_average_start, m.load_average_end))
@@ -89,8 +91,6 @@ def main(argv: list[str] | None = None) -> int:
     print(render_tables(results.figures))
     for sampled in profiles:
         print(render_profile(sampled))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_bytes(msgspec.json.format(msgspec.json.encode(results)))
     print(f"results: {output}")
     return 0
 
