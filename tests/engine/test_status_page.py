@@ -160,7 +160,7 @@ def test_status_page_byte_is_the_or_of_probe_kinds_and_bit_is_any(probes: tuple[
     page.claim(event, Abi.V5_18)
     page.claim(event, Abi.V6_1)
     for kind in probes:
-        event.probes[kind] += 1
+        event.attach(kind)
     page.update(event)
     assert page.mmap_read(1, 1)[0] == byte
     assert bit_of(page, MAX_EVENTS_6_1 - 1) == (byte != 0)
@@ -172,10 +172,10 @@ def test_status_page_bit_leaves_its_neighbours_alone() -> None:
     for event in events:
         page.claim(event, Abi.V6_1)
     for event in (events[0], events[2], events[8]):  # bits 1, 3, 9
-        event.probes[Probe.FTRACE] += 1
+        event.attach(Probe.FTRACE)
         page.update(event)
     assert page.mmap_read(0, 2) == bytes((0b1010, 0b10))
-    events[2].probes[Probe.FTRACE] -= 1
+    events[2].detach(Probe.FTRACE)
     page.update(events[2])
     assert page.mmap_read(0, 2) == bytes((0b0010, 0b10))
 
@@ -183,7 +183,7 @@ def test_status_page_bit_leaves_its_neighbours_alone() -> None:
 def test_status_page_claim_shows_the_current_state() -> None:
     page = StatusPage(AUTO)
     event = new_event()
-    event.probes[Probe.PERF] += 1
+    event.attach(Probe.PERF)
     page.claim(event, Abi.V5_18)
     assert page.mmap_read(1, 1) == b"\x02"
 
@@ -193,7 +193,7 @@ def test_status_page_release_zeroes_the_slot() -> None:
     event = new_event()
     page.claim(event, Abi.V5_18)
     page.claim(event, Abi.V6_1)
-    event.probes[Probe.FTRACE] += 1
+    event.attach(Probe.FTRACE)
     page.update(event)
     page.release(event)
     assert page.mmap_read(0, STATUS_PAGE_SIZE) == bytes(STATUS_PAGE_SIZE)
@@ -207,15 +207,16 @@ def test_status_page_version_moves_only_when_bytes_change() -> None:
     page.claim(a, Abi.V6_1)
     page.claim(b, Abi.V6_1)
     assert page.version == 0  # new slots of disabled events: no byte changed
-    a.probes[Probe.FTRACE] += 1
+    a.attach(Probe.FTRACE)
     page.update(a)
     assert page.version == 1
-    a.probes[Probe.PERF] += 1
+    a.attach(Probe.PERF)
     page.update(a)  # still set
     assert page.version == 1
     page.update(b)
     assert page.version == 1
-    a.probes.clear()
+    a.detach(Probe.FTRACE)
+    a.detach(Probe.PERF)
     page.update(a)
     assert page.version == 2
 

@@ -52,26 +52,23 @@ class TraceEvent:
         self.print_fmt = print_fmt
         self.id = 0  # assigned by EventTable.add
         self.probes: Counter[Probe] = Counter()
+        #: The union of attached probe kinds (0 when nothing is attached); kept
+        #: up to date by attach/detach because every write reads it.
+        self.status = Probe(0)
         #: The trace arrays' files in which the event is enabled: its recorders.
         self.files: list[EventFile] = []
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.system}:{self.name} id={self.id}>"
 
-    @property
-    def status(self) -> Probe:
-        """The union of attached probe kinds (0 when nothing is attached)."""
-        status = Probe(0)
-        for kind, count in self.probes.items():
-            if count:
-                status |= kind
-        return status
-
     #: False for events flagged TRACE_EVENT_FL_IGNORE_ENABLE (ftrace's own):
     #: no ``enable``/``filter``, not in ``available_events`` nor ``set_event``.
     enableable = True
     #: Whether its directory has ``id`` and ``trigger`` (``ftrace:raw_data`` has neither).
     has_id_file = True
+    #: Kinds that print their own trace text (synthetic events) define
+    #: ``print_trace(entry) -> str``; the rest use the generic field printer.
+    print_trace: Callable[[bytes], str] | None = None
 
     def format_text(self) -> str:
         return render_format(self.name, self.id, self.fields, self.print_fmt)
@@ -79,12 +76,15 @@ class TraceEvent:
     def attach(self, kind: Probe) -> None:
         """A probe registers (``TRACE_REG_REGISTER`` and friends)."""
         self.probes[kind] += 1
+        self.status |= kind
         self.probes_changed()
 
     def detach(self, kind: Probe) -> None:
         """A probe unregisters."""
         assert self.probes[kind] > 0, f"{self} has no {kind!r} probe to detach"
         self.probes[kind] -= 1
+        if not self.probes[kind]:
+            self.status &= ~kind
         self.probes_changed()
 
     def probes_changed(self) -> None:

@@ -24,7 +24,7 @@ Rules:
     reader at a time per CPU (EBUSY), as since 6.6.
   * The event's text (:func:`print_event`): ftrace's own events by their
     fixed type, an event kind with its own ``print_trace`` (synthetic
-    events, :class:`PrintsTrace`), else the fields printer user events use.
+    events, ``TraceEvent.print_trace``), else the fields printer user events use.
 
 Kernel: kernel/trace/trace.c (``s_show``, ``s_start``, ``s_next``,
 ``print_trace_line``, ``print_trace_fmt``, ``test_cpu_buff_start``,
@@ -41,7 +41,7 @@ from __future__ import annotations
 import errno
 import os  # open-flag constants only
 import struct
-from typing import Callable, Iterator, Protocol, runtime_checkable
+from typing import Callable, Iterator
 
 import msgspec
 
@@ -154,15 +154,6 @@ _FTRACE_PRINTERS: dict[int, EventPrinter] = {
 }
 
 
-@runtime_checkable
-class PrintsTrace(Protocol):
-    """An event kind with its own ``trace_event_functions.trace`` (synthetic events)."""
-
-    def print_trace(self, entry: bytes) -> str:
-        """The text after the line's context: ``name: ...`` and the newline."""
-        ...
-
-
 def print_event(seq: TraceSeq, event: TraceEvent, data: bytes, ksym: SymbolLookup) -> None:
     """``event->funcs->trace``: ftrace's printers by type, an event's own, or its fields.
 
@@ -171,7 +162,7 @@ def print_event(seq: TraceSeq, event: TraceEvent, data: bytes, ksym: SymbolLooku
     """
     if isinstance(event, FtraceEvent) and event.id in _FTRACE_PRINTERS:
         _FTRACE_PRINTERS[event.id](seq, event, data, ksym)
-    elif isinstance(event, PrintsTrace):
+    elif event.print_trace is not None:
         seq.puts(event.print_trace(data))
     else:
         # user_event_print_trace()

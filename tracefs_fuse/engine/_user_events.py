@@ -24,6 +24,7 @@ Kernel: kernel/trace/trace_events_user.c (6.10+).
 from __future__ import annotations
 
 import errno
+from collections import Counter
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from . import _uapi as uapi
@@ -232,6 +233,9 @@ class UserEventRegistry:
         self.multi_id = 0
         #: Enablers per process (the kernel's per-mm lists).
         self.mms: dict[Tgid, list[Enabler]] = {}
+        #: (addr, bit) of each process's enablers, counted: the EADDRINUSE
+        #: check is made on every registration.
+        self._sites: dict[Tgid, Counter[tuple[int, int]]] = {}
         #: Enable-bit writes that faulted while publishing a state change.
         self.enable_write_faults = 0
 
@@ -374,7 +378,7 @@ class UserEventRegistry:
     # -- enablers -------------------------------------------------------------
 
     def enabler_exists(self, tgid: Tgid, addr: int, bit: int) -> bool:
-        return any(e.addr == addr and e.bit == bit for e in self.mms.get(tgid, ()))
+        return (addr, bit) in self._sites.get(tgid, ())
 
     def add_enabler(self, tgid: Tgid, event: UserEvent, addr: int, bit: int, size: int) -> bool:
         """``user_event_enabler_create``: write the current state, then track it.
@@ -384,9 +388,7 @@ class UserEventRegistry:
         enabler = Enabler(tgid, event, addr, bit, size)
         if not self._write_bit(enabler, bool(event.status)):
             return False
-        event.get()
-        event.enablers.append(enabler)
-        self.mms.setdefault(tgid, []).append(enabler)
+        self._track(enabler)
         return True
 
     def remove_enablers(self, tgid: Tgid, addr: int, bit: int) -> int:
@@ -412,10 +414,7 @@ class UserEventRegistry:
         in case a state change raced with the fork.
         """
         for enabler in list(self.mms.get(parent, ())):
-            copy = Enabler(child, enabler.event, enabler.addr, enabler.bit, enabler.size)
-            enabler.event.get()
-            enabler.event.enablers.append(copy)
-            self.mms.setdefault(child, []).append(copy)
+            self._track(Enabler(child, enabler.event, enabler.addr, enabler.bit, enabler.size))
 
     def sync(self, tgid: Tgid) -> None:
         """Write the current state of every enabler of one process."""
@@ -425,12 +424,23 @@ class UserEventRegistry:
 
     def exit(self, tgid: Tgid) -> None:
         """``user_event_mm_remove``: exec or exit drops every enabler, unwritten."""
+        self._sites.pop(tgid, None)
         for enabler in self.mms.pop(tgid, []):
             enabler.event.enablers.remove(enabler)
             enabler.event.put()
 
+    def _track(self, enabler: Enabler) -> None:
+        enabler.event.get()
+        enabler.event.enablers.append(enabler)
+        self.mms.setdefault(enabler.tgid, []).append(enabler)
+        self._sites.setdefault(enabler.tgid, Counter())[(enabler.addr, enabler.bit)] += 1
+
     def _drop(self, enabler: Enabler) -> None:
         self.mms[enabler.tgid].remove(enabler)
+        sites = self._sites[enabler.tgid]
+        sites[(enabler.addr, enabler.bit)] -= 1
+        if not sites[(enabler.addr, enabler.bit)]:
+            del sites[(enabler.addr, enabler.bit)]
         enabler.event.enablers.remove(enabler)
         enabler.event.put()
 

@@ -38,10 +38,12 @@ from ._operations import TracefsOperations
 from ._proc_events import EventsLost, ExecEvent, ExitWatcher, ForkEvent, ProcConnector
 from ._requests import RequestHandler
 from ._session import pyfuse3, serve, terminate
-from ._tasks import TaskTable
+from ._tasks import TaskFacts, TaskTable
 
 log = logging.getLogger(__name__)
 
+#: Writer tasks kept for reuse (a Task per thread while its CPU and comm hold).
+_WRITER_CACHE = 4096
 #: capability(7) bits of CapEff in /proc/<pid>/status.
 CAP_SYS_ADMIN = 21
 CAP_PERFMON = 38
@@ -113,6 +115,7 @@ class Daemon:
         self.mappings = MappingTracker(self.engine, self.ops.inodes, "", self._tgid)
         self.exits = ExitWatcher()
         self._generation = self.engine.generation
+        self._writers: dict[int, tuple[TaskFacts, Task]] = {}
 
     # -- who is calling ---------------------------------------------------------------
 
@@ -132,9 +135,16 @@ class Daemon:
     def writer_task(self, tid: int) -> Task:
         """An event write's caller: the hot path, one pread of /proc/<tid>/stat."""
         facts = self.tasks.facts(tid)
+        known = self._writers.get(tid)
+        if known is not None and known[0] == facts:
+            return known[1]  # same thread, same CPU: the same Task
         # The engine's text is latin-1 (bytes round-trip); comm came as fsdecode'd.
         comm = facts.comm.encode("utf-8", "surrogateescape").decode("latin-1")
-        return Task(pid=tid, tgid=facts.tgid, cpu=facts.cpu % self.engine.nr_cpus, comm=comm)
+        task = Task(pid=tid, tgid=facts.tgid, cpu=facts.cpu % self.engine.nr_cpus, comm=comm)
+        if len(self._writers) >= _WRITER_CACHE:
+            self._writers.clear()
+        self._writers[tid] = (facts, task)
+        return task
 
     def _track(self, tgid: Tgid) -> None:
         try:
