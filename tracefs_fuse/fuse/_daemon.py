@@ -9,7 +9,8 @@ Rules:
     process. If its number turns out to name a new image, whatever the engine
     held for the old one is dropped first.
   * Forked children inherit enablers when the process connector reports the
-    fork; exec and exit drop them. After each batch of process events, children
+    fork; exec and exit drop them. The connector is listened to only while
+    some process holds enabler state. After each batch of process events, children
     that still hold copies get the current enable state written (a state
     change may have raced with the fork).
   * After every request that may have changed what clients see, :meth:`Daemon.publish`
@@ -116,6 +117,8 @@ class Daemon:
         self.exits = ExitWatcher()
         self._generation = self.engine.generation
         self._writers: dict[int, tuple[TaskFacts, Task]] = {}
+        self._connector: ProcConnector | None = None
+        self._connector_ready = trio.Event()
 
     # -- who is calling ---------------------------------------------------------------
 
@@ -156,6 +159,23 @@ class Daemon:
             # A new image under a number we knew: its enablers are stale.
             self.engine.registry.exit(tgid)
             self.exits.watch(tgid, self.memory.pidfd(tgid))
+        self._subscribe()
+
+    # -- the process connector, only while someone can fork with enablers -----------------
+
+    def _subscribe(self) -> None:
+        """Listen to forks from now on (synchronously: the caller is still in its
+        ioctl, so it cannot have forked yet)."""
+        if self._connector is None:
+            self._connector = ProcConnector()
+            self._connector_ready.set()
+
+    def _unsubscribe_if_idle(self) -> None:
+        """Every process event on the machine costs us CPU: stop listening when
+        no process holds enabler state."""
+        if self._connector is not None and not self.engine.registry.mms:
+            self._connector.close()
+            self._connector = None
 
     # -- after every request ---------------------------------------------------------------
 
@@ -181,6 +201,7 @@ class Daemon:
         self.engine.registry.exit(tgid)
         self.memory.untrack(tgid)
         self.exits.unwatch(tgid)
+        self._unsubscribe_if_idle()
 
     def process_events(self, events: list[object]) -> None:
         registry = self.engine.registry
@@ -217,9 +238,16 @@ class Daemon:
                 registry.sync(child)
         self.publish()
 
-    async def follow_processes(self, connector: ProcConnector) -> None:
-        async for event in connector:
-            self.process_events([event, *connector.drain()])
+    async def follow_processes(self) -> None:
+        while True:
+            connector = self._connector
+            if connector is None:
+                self._connector_ready = trio.Event()
+                await self._connector_ready.wait()
+                continue
+            # Ends when _unsubscribe_if_idle closes it.
+            async for event in connector:
+                self.process_events([event, *connector.drain()])
 
     async def follow_exits(self) -> None:
         while True:
@@ -251,13 +279,13 @@ class Daemon:
 
         ``task_status.started`` receives this daemon once the mount serves.
         """
-        with ProcConnector() as connector:
+        try:
             async with trio.open_nursery() as nursery:
                 self.handler = RequestHandler(
                     self.ops, nursery, self.mappings, writer_task=self.writer_task,
                     control_task=self.control_task, caller_task=self.caller_task,
                     changed=self.publish)
-                nursery.start_soon(self.follow_processes, connector)
+                nursery.start_soon(self.follow_processes)
                 nursery.start_soon(self.follow_exits)
                 if stop_on_signals:
                     nursery.start_soon(self._stop_on_signal)
@@ -265,7 +293,10 @@ class Daemon:
                 self.mappings.device = mount_device(self.config.mountpoint)
                 log.info("serving %s: %s", self.config.mountpoint, status)
                 task_status.started(self)
-        self.exits.close()
+        finally:
+            if self._connector is not None:
+                self._connector.close()
+            self.exits.close()
 
     async def _serve(self, nursery: trio.Nursery,
                      task_status: trio.TaskStatus[object] = trio.TASK_STATUS_IGNORED) -> None:

@@ -186,7 +186,11 @@ class RequestHandler:
             file = self.ops.files.get(fh)
             if file.kind is FileKind.MAPPABLE_PIPE:
                 self.mappings.look(req.pid)  # GET_READER needs the caller's mapping
-            result = file.ioctl(cmd, arg, self.caller_task(req.pid))
+            # Only user_events_data ioctls may write into the caller's memory:
+            # only they track it (an open() of any file sends TCGETS here too).
+            task = (self.caller_task if file.kind is FileKind.STREAM
+                    else self.control_task)(req.pid)
+            result = file.ioctl(cmd, arg, task)
         except Exception as exc:
             self.changed()
             req.reply_err(errno_of(exc, "ioctl"))
