@@ -75,3 +75,45 @@ def wait_until(predicate, timeout: float = 10.0) -> bool:  # type: ignore[no-unt
             return False
         time.sleep(0.01)
     return True
+
+
+def test_a_group_uses_user_events_without_root(c_client) -> None:  # type: ignore[no-untyped-def]
+    """tracefs' gid=/mode= options, and chmod as admins use it.
+
+    user_events_data is 0640 as in the kernel: the gid= group may read but not
+    write it until an admin runs chmod g+w; then a non-root program of the
+    group registers and writes while root enables its event.
+    """
+    import shutil
+    import tempfile
+
+    from .conftest import start_mount, stop_mount
+
+    scratch = Path(tempfile.mkdtemp(prefix="tracefs-fuse-gid-"))
+    try:
+        scratch.chmod(0o755)  # pytest's own temp dirs are 0700: not for uid 65534
+        exe = scratch / "ue_emit"
+        shutil.copy(c_client("ue_emit"), exe)
+        mount = start_mount(scratch / "tracing", scratch / "daemon.log",
+                            "--gid", "4242", "--mode", "750")
+        as_member = dict(user=65534, group=4242, extra_groups=[4242], capture_output=True,
+                         text=True, timeout=60)
+        try:
+            denied = subprocess.run([str(exe), str(mount), "1"], **as_member)
+            assert "Permission denied" in denied.stderr
+            data = Path(mount.path) / "user_events_data"
+            data.chmod(0o660)
+            assert oct(data.stat().st_mode & 0o777) == "0o660"
+            mount.write("dynamic_events", "u:emit u32 count; char[16] msg\n")
+            mount.write("events/user_events/emit/enable", "1")
+            member = subprocess.run([str(exe), str(mount), "3"], **as_member)
+            assert member.stdout == "ue_emit: wrote 3\n", member.stderr
+            assert mount.read("trace").count("emit: count=") == 3
+            stranger = subprocess.run([str(exe), str(mount), "1"], user=65534, group=65534,
+                                      extra_groups=[], capture_output=True, text=True,
+                                      timeout=60)
+            assert "Permission denied" in stranger.stderr  # the root dir is 0750
+        finally:
+            stop_mount(mount)
+    finally:
+        shutil.rmtree(scratch)

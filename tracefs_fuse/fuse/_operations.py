@@ -105,6 +105,8 @@ class TracefsOperations(pyfuse3.Operations):
         self.inodes = InodeTable()
         self.files = OpenFiles()
         self.mount_time_ns = time.time_ns()
+        #: chmod/chown results by path (tracefs keeps them on the inode).
+        self.owners: dict[Path, tuple[int, int, int]] = {}
         #: Poll handles of blocked pollers, per fh (notified when data arrives).
         self.poll_handles: dict[int, pyfuse3.PollHandle] = {}
 
@@ -130,13 +132,9 @@ class TracefsOperations(pyfuse3.Operations):
     def _attrs(self, inode: int, path: Path, node: Node) -> pyfuse3.EntryAttributes:
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = inode
-        mode = node.mode
-        if not path and self.root_mode is not None:
-            mode = stat.S_IFDIR | self.root_mode
-        attrs.st_mode = mode
+        mode, attrs.st_uid, attrs.st_gid = self._owner(path, node)
+        attrs.st_mode = stat.S_IFMT(node.mode) | mode
         attrs.st_nlink = 1
-        attrs.st_uid = self.uid
-        attrs.st_gid = self.gid
         attrs.st_size = _MAPPABLE_SIZE.get(node.kind, 0) if isinstance(node, File) else 0
         attrs.st_blksize = _BLOCK_SIZE
         attrs.st_blocks = 0
@@ -165,11 +163,28 @@ class TracefsOperations(pyfuse3.Operations):
     async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes,
                       fields: pyfuse3.SetattrFields, fh: int | None,
                       ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        # Truncation is what O_TRUNC does when the kernel does not pass it to
-        # open (it does here: atomic_o_trunc); tracefs ignores sizes, times and
-        # modes the same way.
+        # tracefs_setattr: chmod and chown stick (admins open user_events_data
+        # to a group this way); sizes (O_TRUNC when not passed to open) and
+        # times are ignored. The kernel checked ownership (default_permissions).
         path = self._path(inode)
-        return self._attrs(inode, path, self.resolve(path))
+        node = self.resolve(path)
+        if fields.update_mode or fields.update_uid or fields.update_gid:
+            old = self._owner(path, node)
+            self.owners[path] = (
+                stat.S_IMODE(attr.st_mode) if fields.update_mode else old[0],
+                attr.st_uid if fields.update_uid else old[1],
+                attr.st_gid if fields.update_gid else old[2])
+        return self._attrs(inode, path, node)
+
+    def _owner(self, path: Path, node: Node) -> tuple[int, int, int]:
+        """Permission bits, uid and gid of a path: changed ones, else the defaults."""
+        changed = self.owners.get(path)
+        if changed is not None:
+            return changed
+        mode = stat.S_IMODE(node.mode)
+        if not path and self.root_mode is not None:
+            mode = self.root_mode
+        return mode, self.uid, self.gid
 
     async def forget(self, inode_list: list[tuple[int, int]]) -> None:
         for inode, nlookup in inode_list:
