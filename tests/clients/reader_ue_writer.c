@@ -5,7 +5,9 @@
  * so that everything lands in one per-CPU buffer, in this order.
  *
  * usage: reader_ue_writer TRACEFS_DIR
- * Prints "wrote <n>" and exits 0, or the failing step and its errno.
+ * Prints "wrote <n>" and exits 0, or the failing step and its errno, or
+ * "stall" (exit 75) if two writes were 100 ms or more apart: a TIME_EXTEND
+ * would then move the records after it, so the caller runs it again.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 struct user_reg {
@@ -44,18 +47,32 @@ static const char *dir;
 static int data_fd;
 static uint32_t enabled[NR_EVENTS];
 static uint32_t index_of[NR_EVENTS];
-static int written;
+static int written, stalled;
+static struct timespec last;
 
 #define CHECK(cond, what) do { if (!(cond)) { int e = errno; \
 	printf("FAIL %s: %s\n", what, strerror(e)); exit(e ? e : 1); } } while (0)
 
+/* Called around each write: notes a gap of 100 ms or more before it. */
+static void tick(int before)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	long ms = (now.tv_sec - last.tv_sec) * 1000 + (now.tv_nsec - last.tv_nsec) / 1000000;
+	if (before && written && ms >= 100)
+		stalled = 1;
+	last = now;
+}
+
 static void emit(int event, const void *payload, size_t len)
 {
+	tick(1);
 	struct iovec io[2] = {
 		{ &index_of[event], sizeof index_of[event] },
 		{ (void *)payload, len },
 	};
 	CHECK(writev(data_fd, io, 2) == (ssize_t)(4 + len), commands[event]);
+	tick(0);
 	written++;
 }
 
@@ -65,7 +82,9 @@ static void mark(const char *file, const void *buf, size_t len)
 	snprintf(path, sizeof path, "%s/%s", dir, file);
 	int fd = open(path, O_WRONLY);
 	CHECK(fd >= 0, path);
+	tick(1);
 	CHECK(write(fd, buf, len) == (ssize_t)len, path);
+	tick(0);
 	close(fd);
 	written++;
 }
@@ -146,6 +165,10 @@ int main(int argc, char **argv)
 	static const unsigned char raw2[] = { 0x42, 0, 0, 0, 1, 2, 3, 4, 5 };
 	mark("trace_marker_raw", raw1, sizeof raw1);
 	mark("trace_marker_raw", raw2, sizeof raw2);
+	if (stalled) {
+		printf("stall\n");
+		return 75;
+	}
 	printf("wrote %d\n", written);
 	return 0;
 }

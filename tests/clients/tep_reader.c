@@ -27,7 +27,8 @@
  * where ts=page means the record carries the sub-buffer's time stamp (a
  * first record normally does; page+delta: it has a delta or a TIME_EXTEND on
  * a page the writer went back to), later means strictly after the previous
- * record; pid=W is the writer's pid given with -p. A newline in the decoded
+ * record; pid=W is the writer's pid given with -p. The latency flags' need-
+ * resched column is always '.' (see print_event). A newline in the decoded
  * text is printed as \n.
  */
 #include <errno.h>
@@ -54,10 +55,19 @@ static void print_pid(struct trace_seq *s, struct tep_handle *tep, struct tep_re
 
 static void print_event(struct trace_seq *s, struct tep_handle *tep, struct tep_record *record)
 {
+	struct trace_seq flags;
+	trace_seq_init(&flags);
+	tep_print_event(tep, &flags, record, "%s", TEP_PRINT_LATENCY);
+	trace_seq_terminate(&flags);
+	/* The need-resched column is the scheduler's state when the event was
+	 * written (a kernel sets it when the writer is about to be preempted),
+	 * not the event's: always shown as '.'. */
+	if (strlen(flags.buffer) >= 2)
+		flags.buffer[1] = '.';
 	print_pid(s, tep, record);
-	trace_seq_putc(s, ' ');
-	tep_print_event(tep, s, record, "%s %s: %s", TEP_PRINT_LATENCY, TEP_PRINT_NAME,
-			TEP_PRINT_INFO);
+	trace_seq_printf(s, " %s ", flags.buffer);
+	trace_seq_destroy(&flags);
+	tep_print_event(tep, s, record, "%s: %s", TEP_PRINT_NAME, TEP_PRINT_INFO);
 	trace_seq_terminate(s);
 }
 
