@@ -42,9 +42,11 @@ _NAME_MAX = 255
 #: st_size of mappable files. tracefs reports 0 everywhere, but a FUSE page
 #: fault past i_size is SIGBUS before the daemon hears of it, so a mappable
 #: file must be as large as its mappings: one page for the old ABIs' status
-#: page (larger mappings then fault, as the kernel refused them), and room for
-#: any ring buffer for trace_pipe_raw. read() is direct I/O and ignores it.
-_MAPPABLE_SIZE = {FileKind.MAPPABLE_TEXT: 4096, FileKind.MAPPABLE_PIPE: 1 << 40}
+#: page (larger mappings then fault, as the kernel refused them), and for
+#: trace_pipe_raw the largest size there is (MAX_LFS_FILESIZE): splice()
+#: reads it through the page cache at a position that only grows, and sees
+#: end of file there. read() is direct I/O and ignores it.
+_MAPPABLE_SIZE = {FileKind.MAPPABLE_TEXT: 4096, FileKind.MAPPABLE_PIPE: (1 << 63) - 1}
 
 
 #: Text files are seq_files: seekable, each read continuing where the last ended.

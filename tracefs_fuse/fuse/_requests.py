@@ -8,6 +8,10 @@ Rules:
   * A blocked read ends when data arrives, when the file is woken by
     ``ioctl(fd, 0)``, or when the kernel interrupts it (the client got a
     signal or died): then it answers EINTR at once and the client is free.
+  * A page-cache fill (lock owner 0) of ``trace_pipe_raw`` from a process
+    that does not map the file is a ``splice()``: one page of whole
+    sub-buffers, never held, never short (:func:`_splice_fill`,
+    docs/readers.md).
   * 32-bit callers (``FUSE_IOCTL_COMPAT``) get ENOTTY: user_events_data has no
     ``compat_ioctl``.
   * After anything that may have produced data or changed state that clients
