@@ -51,7 +51,7 @@ def test_splice_takes_only_pages_the_writer_left(written: int, pages: list[tuple
     taken = []
     while True:
         try:
-            page = file.splice_read(4096)
+            page = file.splice_read(4096 * len(taken), 4096)
         except WouldBlock:
             break
         assert len(page) == 4096
@@ -69,9 +69,23 @@ def test_a_sub_buffer_larger_than_a_page_comes_in_pieces() -> None:
     t.file("buffer_subbuf_size_kb").open(os.O_WRONLY, WRITER).write(b"8", 0, WRITER)
     raw_marks(t, range(71))  # 8176 bytes hold 70 records: the 71st starts page 2
     file = pipe(t)
-    first, second = file.splice_read(4096), file.splice_read(4096)
+    first, second = file.splice_read(0, 4096), file.splice_read(4096, 4096)
     assert struct.unpack_from("<Q", first, 8)[0] == 70 * RECORD
     page = first + second
     assert struct.unpack_from("<I", page, 16 + 69 * RECORD + 12)[0] == 69  # the last record
     with pytest.raises(WouldBlock):
-        file.splice_read(4096)
+        file.splice_read(8192, 4096)
+
+
+def test_pages_go_out_only_in_order() -> None:
+    """A fill ahead of the splicer (readahead) would put a newer page before
+    an older one: refused, and nothing is taken by it."""
+    t = Tracefs(nr_cpus=2, memory=FakeMemory(), clocks=TraceClocks.from_source(ManualClock(1)))
+    raw_marks(t, range(80))
+    file = pipe(t)
+    with pytest.raises(WouldBlock):
+        file.splice_read(4096, 4096)
+    assert commit_and_first_id(file.splice_read(0, 4096)) == (35 * RECORD, 0)
+    with pytest.raises(WouldBlock):
+        file.splice_read(0, 4096)  # behind: that page was handed out
+    assert commit_and_first_id(file.splice_read(4096, 4096)) == (35 * RECORD, 35)

@@ -20,7 +20,7 @@ import errno
 from typing import Callable, Iterator
 
 from ._clock import TraceClocks
-from ._errors import TracefsError
+from ._errors import TracefsError, WouldBlock
 from ._field import KERNEL_SPACE
 from ._kstrto import kstrtoul_from_user
 from ._output import TraceOutput
@@ -86,26 +86,34 @@ class RawPipeFile(OpenFile):
         self.publish = publish
         self.reader = buffer.open_raw_reader(cpu)
         self._splice_rest = b""
+        #: The page-cache offset splice() fills next: a new open starts at 0.
+        self._splice_next = 0
 
     def read(self, offset: int, size: int) -> bytes:
         return self.reader.read_nowait(size)
 
-    def splice_read(self, size: int) -> bytes:
-        """``tracing_buffers_splice_read``'s take, ``size`` bytes at a time.
+    def splice_read(self, offset: int, size: int) -> bytes:
+        """``tracing_buffers_splice_read``'s take, ``size`` bytes at ``offset``.
 
         Only whole sub-buffers, only pages the writer has left
         (``ring_buffer_read_page`` with ``full``); waiting for
-        ``buffer_percent`` is the caller's business. A sub-buffer larger than
-        ``size`` (the adapter fills a page cache a page at a time) is handed
-        out in pieces, the next piece first.
+        ``buffer_percent`` is the caller's business. ``offset`` is the
+        position in the splicing file's page cache, and pages are handed out
+        strictly in order: a fill anywhere else is readahead ahead of the
+        splicer, which would put newer pages before older ones. A sub-buffer
+        larger than ``size`` is handed out in pieces, the next piece first.
 
         Raises:
-            WouldBlock: no piece left and no complete sub-buffer.
+            WouldBlock: ``offset`` is not the next page, or there is no piece
+                left and no complete sub-buffer.
         """
+        if offset != self._splice_next:
+            raise WouldBlock(f"page-cache fill at {offset}, the next page is {self._splice_next}")
         if not self._splice_rest:
             self._splice_rest = self.buffer.read_page_nowait(
                 self.cpu, self.buffer.subbuf_size, full=True)
         piece, self._splice_rest = self._splice_rest[:size], self._splice_rest[size:]
+        self._splice_next += len(piece)
         return piece
 
     def poll(self) -> int:

@@ -98,7 +98,7 @@ class RequestHandler:
                 # splices through the page cache); never a read(), which is
                 # direct I/O and carries the file's lock owner.
                 if isinstance(file, RawPipeFile) and not self.mappings.maps(req.pid, ino):
-                    data = _splice_fill(file, size, flags)
+                    data = _splice_fill(file, offset, size, flags)
                 else:
                     data = self.mappings.fault(req.pid, self.ops.files.path(fh), offset, size)
             else:
@@ -207,14 +207,15 @@ class RequestHandler:
         req.reply_ioctl(result)
 
 
-def _splice_fill(file: RawPipeFile, size: int, flags: int) -> bytes:
+def _splice_fill(file: RawPipeFile, offset: int, size: int, flags: int) -> bytes:
     """One page of a ``splice()`` from ``trace_pipe_raw``, for the page cache.
 
     A fill is never held (a held fill is a locked page; when it is readahead,
     only SIGKILL frees the caller) and never short (FUSE takes a short fill
     for end of file and shrinks i_size). So: one page of whole sub-buffers,
-    readahead windows refused (the kernel then fills page by page, and the
-    error is not seen), and with no whole sub-buffer EAGAIN for O_NONBLOCK, or
+    readahead windows and fills ahead of the splicer refused (the kernel then
+    fills page by page, in order, and the error is not seen), and with no
+    whole sub-buffer EAGAIN for O_NONBLOCK, or
     EINTR where the kernel would wait for buffer_percent: tools select()
     first and retry EINTR, and a splice that has pages returns them. See
     docs/readers.md.
@@ -226,7 +227,7 @@ def _splice_fill(file: RawPipeFile, size: int, flags: int) -> bytes:
     if size != _PAGE_SIZE:
         raise TracefsError(error, f"page-cache fill of {size} bytes (readahead)")
     try:
-        return file.splice_read(size)
+        return file.splice_read(offset, size)
     except WouldBlock:
         raise TracefsError(error, "no whole sub-buffer to splice") from None
 
