@@ -36,9 +36,10 @@ from ..engine._tracefs import Tracefs
 from ._memory import VmProcessMemory
 from ._mmap import MappingTracker, mount_device
 from ._operations import TracefsOperations
+from ._pagepush import PagePusher
 from ._proc_events import EventsLost, ExecEvent, ExitWatcher, ForkEvent, ProcConnector
 from ._requests import RequestHandler
-from ._session import pyfuse3, serve, terminate
+from ._session import serve, terminate
 from ._tasks import TaskFacts, TaskTable
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,7 @@ class Daemon:
         self.exits = ExitWatcher()
         self._generation = self.engine.generation
         self._writers: dict[int, tuple[TaskFacts, Task]] = {}
+        self.pages = PagePusher()
         self._connector: ProcConnector | None = None
         self._connector_ready = trio.Event()
 
@@ -179,21 +181,24 @@ class Daemon:
 
     # -- after every request ---------------------------------------------------------------
 
-    def publish(self) -> None:
+    def publish(self) -> trio.Event | None:
+        """Wake readers if data arrived; queue page stores for mappings.
+
+        Returns:
+            The event a reply must wait for (its pages stored), or None.
+        """
         generation = self.engine.generation
         if generation != self._generation:
             self._generation = generation
             assert self.handler is not None
             self.handler.data_arrived()
             self.ops.notify_pollers()
+        stores = []
         for update in self.engine.take_page_updates():
             inode = self.ops.inodes.known(update.path)
-            if inode is None:
-                continue  # never looked up: nobody can have it mapped
-            try:
-                pyfuse3.notify_store(inode, update.offset, update.data)
-            except OSError as exc:
-                log.debug("notify_store %s: %s", "/".join(update.path), exc)
+            if inode is not None:  # never looked up: nobody can have it mapped
+                stores.append((inode, update.offset, update.data))
+        return self.pages.push(stores) if stores else None
 
     # -- process events ---------------------------------------------------------------------
 
@@ -285,6 +290,7 @@ class Daemon:
                     self.ops, nursery, self.mappings, writer_task=self.writer_task,
                     control_task=self.control_task, caller_task=self.caller_task,
                     changed=self.publish)
+                nursery.start_soon(self.pages.run)
                 nursery.start_soon(self.follow_processes)
                 nursery.start_soon(self.follow_exits)
                 if stop_on_signals:

@@ -57,7 +57,8 @@ class RequestHandler:
 
     def __init__(self, ops: TracefsOperations, nursery: trio.Nursery, mappings: MappingTracker,
                  *, writer_task: Callable[[int], Task], control_task: Callable[[int], Task],
-                 caller_task: Callable[[int], Task], changed: Callable[[], None]) -> None:
+                 caller_task: Callable[[int], Task],
+                 changed: Callable[[], trio.Event | None]) -> None:
         self.ops = ops
         self.nursery = nursery
         self.mappings = mappings
@@ -173,13 +174,9 @@ class RequestHandler:
             task = (self.writer_task if file.kind is FileKind.STREAM else self.control_task)(req.pid)
             count = file.write(data, offset, task)
         except Exception as exc:
-            self.changed()
-            req.reply_err(errno_of(exc, "write"))
+            self._reply_after_publish(req.reply_err, errno_of(exc, "write"))
         else:
-            # Published before the reply: what the write changed in clients'
-            # mappings must be visible when write() returns, as in the kernel.
-            self.changed()
-            req.reply_write(count)
+            self._reply_after_publish(req.reply_write, count)
 
     def ioctl(self, req: Request, ino: int, fh: int, cmd: int, arg: int,
               in_data: bytes, out_size: int, flags: int) -> None:
@@ -196,15 +193,22 @@ class RequestHandler:
                     else self.control_task)(req.pid)
             result = file.ioctl(cmd, arg, task)
         except Exception as exc:
-            self.changed()
-            req.reply_err(errno_of(exc, "ioctl"))
+            self._reply_after_publish(req.reply_err, errno_of(exc, "ioctl"))
             return
         if cmd == 0 and file.kind in (FileKind.PIPE, FileKind.MAPPABLE_PIPE):
             self.wake_file(fh)  # ioctl(fd, 0): "wake up waiters"
-        self.changed()
         # No output data: the kernel copies nothing back over what the engine
         # wrote into the caller's memory.
-        req.reply_ioctl(result)
+        self._reply_after_publish(req.reply_ioctl, result)
+
+    def _reply_after_publish(self, reply: Callable[[int], None], value: int) -> None:
+        """Reply once what the request changed is visible in clients' mappings,
+        as in the kernel (pages are stored by a worker thread; see _pagepush)."""
+        stored = self.changed()
+        if stored is None:
+            reply(value)
+        else:
+            self.nursery.start_soon(_reply_when_set, stored, reply, value)
 
 
 def _splice_fill(file: RawPipeFile, offset: int, size: int, flags: int) -> bytes:
@@ -230,6 +234,11 @@ def _splice_fill(file: RawPipeFile, offset: int, size: int, flags: int) -> bytes
         return file.splice_read(offset, size)
     except WouldBlock:
         raise TracefsError(error, "no whole sub-buffer to splice") from None
+
+
+async def _reply_when_set(event: trio.Event, reply: Callable[[int], None], value: int) -> None:
+    await event.wait()
+    reply(value)
 
 
 class _Waiter:
