@@ -5,4 +5,20 @@ trio, time, threading, ctypes or anything that performs I/O; clocks, CPU numbers
 and process memory are handed to it. It takes bytes and commands, returns bytes
 and records, and reports every refusal as a :class:`TracefsError` carrying the
 errno the kernel would return.
+
+The public surface is re-exported here; the modules themselves are private.
 """
+
+from ._clock import ManualClock as ManualClock
+from ._clock import TraceClocks as TraceClocks
+from ._errors import TracefsError as TracefsError
+from ._errors import WouldBlock as WouldBlock
+from ._memory import ProcessMemory as ProcessMemory
+from ._memory import Tgid as Tgid
+from ._task import Task as Task
+from ._tracefs import ABI_MODES as ABI_MODES
+from ._tracefs import Tracefs as Tracefs
+from ._uapi import Abi as Abi
+
+__all__ = ["ABI_MODES", "Abi", "ManualClock", "ProcessMemory", "Task", "Tgid", "TraceClocks",
+           "Tracefs", "TracefsError", "WouldBlock"]
