@@ -21,17 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-struct user_reg {
-	uint32_t size;
-	uint8_t enable_bit;
-	uint8_t enable_size;
-	uint16_t flags;
-	uint64_t enable_addr;
-	uint64_t name_args;
-	uint32_t write_index;
-} __attribute__((__packed__));
-
-#define DIAG_IOCSREG _IOWR('*', 0, struct user_reg *)
+#include "user_events_uapi.h"
 
 /* Keep in sync with EVENTS in tests/integration/test_readers.py. */
 static const char *const commands[] = {

@@ -220,6 +220,16 @@ class ReadPage:
         self.time_stamp = 0
 
 
+def _event_body(page: BufferPage, off: int, header: int, array0: int) -> tuple[int, bytes]:
+    """A data event's length and body: ``type_len`` words, or ``array[0]`` bytes
+    (which count array[0] itself) for a long event (type_len 0)."""
+    type_len = header & 31
+    if type_len:
+        length = type_len * 4 + 4
+        return length, bytes(page.view[off + 4:off + length])
+    return array0 + 4, bytes(page.view[off + 8:off + 4 + array0])
+
+
 def _link_ring(pages: list[BufferPage]) -> None:
     for prev, page in zip(pages, pages[1:] + pages[:1]):
         prev.next = page
@@ -612,12 +622,7 @@ class CpuBuffer:
         if found is None:
             return None
         reader, off, header, array0 = found
-        type_len = header & 31
-        if type_len:
-            body = bytes(reader.view[off + 4:off + 4 + type_len * 4])
-        else:
-            body = bytes(reader.view[off + 8:off + 4 + array0])
-        return self.read_stamp + (header >> 5), body
+        return self.read_stamp + (header >> 5), _event_body(reader, off, header, array0)[1]
 
     def consume(self) -> TraceRecord | None:
         """``ring_buffer_consume``: take the next event, with the events lost before it."""
@@ -625,13 +630,7 @@ class CpuBuffer:
         if found is None:
             return None
         reader, off, header, array0 = found
-        type_len = header & 31
-        if type_len:
-            length = type_len * 4 + 4
-            body = bytes(reader.view[off + 4:off + length])
-        else:
-            length = array0 + 4
-            body = bytes(reader.view[off + 8:off + length])
+        length, body = _event_body(reader, off, header, array0)
         ts = self.read_stamp + (header >> 5)
         lost = self.lost_events
         self.lost_events = 0
