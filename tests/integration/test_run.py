@@ -96,3 +96,13 @@ def test_killed_runner_leaves_nothing_behind() -> None:
     finally:
         os.close(pidfd)
     assert host_fuse_tracefs_mounts() == []
+
+
+def test_sigterm_to_a_mount_daemon_unmounts_cleanly(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from .conftest import start_mount
+
+    mount = start_mount(tmp_path / "t", tmp_path / "log")
+    assert os.path.ismount(mount.path)
+    mount.proc.send_signal(signal.SIGTERM)
+    assert mount.proc.wait(timeout=30) == 0, mount.log_text()
+    assert not os.path.ismount(mount.path)
