@@ -24,3 +24,23 @@ def test_mmap_abi_matches_the_kernel(tracefs: Mount, c_client) -> None:  # type:
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout == golden
+
+
+def test_refused_mappings_fault_where_the_kernel_fails_mmap(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]
+    """The kernel refuses private and writable mappings of trace_pipe_raw in
+    mmap() (EPERM, tests/data golden).  mmap() never reaches a FUSE daemon, so
+    here the refusal arrives at the first touch (SIGBUS) and GET_READER says the
+    buffer is not mapped (ENODEV, as the kernel says for an unmapped buffer);
+    the accepted mapping behaves identically on both."""
+    kernel = (DATA / "rb_mmap_refusals.linux-6.18.44.txt").read_text().splitlines()
+    result = subprocess.run([str(c_client("rb_mmap_refusals")), str(tracefs)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    ours = result.stdout.splitlines()
+    assert [line for line in kernel if line.startswith("shared_read:")] == \
+        [line for line in ours if line.startswith("shared_read:")]
+    assert [line for line in kernel if not line.startswith("shared_read:")] == [
+        "private: mmap=EPERM", "shared_write: mmap=EPERM"]
+    assert [line for line in ours if not line.startswith("shared_read:")] == [
+        "private: mmap=0 touch=SIGBUS", "private: get_reader=ENODEV",
+        "shared_write: mmap=0 touch=SIGBUS", "shared_write: get_reader=ENODEV"]
