@@ -1,4 +1,4 @@
-"""Shared fixtures: C clients compiled once per session, the FUSE gate.
+"""Shared fixtures: C clients compiled once per session, the FUSE and tracefs gates.
 
 Integration tests drive the filesystem from small C programs, because our users
 are C programs. Sources live in ``tests/clients/*.c``; a first-line comment
@@ -11,8 +11,11 @@ import os
 import shlex
 import subprocess
 from pathlib import Path
+from typing import Iterator
 
 import pytest
+
+from . import real_tracefs
 
 CLIENTS = Path(__file__).parent / "clients"
 
@@ -55,12 +58,20 @@ def fuse_unavailable_reason() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    reason = fuse_unavailable_reason()
-    if reason is None:
-        return
     if os.environ.get("CI"):
-        # In CI a missing FUSE is a broken machine: the tests run and fail.
+        # In CI a missing FUSE or tracefs is a broken machine: the tests run and fail.
         return
+    fuse_reason = fuse_unavailable_reason()
+    tracefs_reason = real_tracefs.unavailable_reason()
     for item in items:
-        if "uses_fuse" in item.keywords:
-            item.add_marker(pytest.mark.skip(reason=reason))
+        if fuse_reason is not None and "uses_fuse" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=fuse_reason))
+        if tracefs_reason is not None and "real_tracefs_root" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.skip(reason=tracefs_reason))
+
+
+@pytest.fixture
+def real_tracefs_root() -> Iterator[Path]:
+    """The machine's tracefs, mounted privately for one test."""
+    with real_tracefs.real_tracefs() as root:
+        yield root

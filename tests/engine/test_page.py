@@ -6,10 +6,7 @@ Byte values marked "6.18" were read from the real tracefs of Linux 6.18
 
 from __future__ import annotations
 
-import os
 import struct
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -157,34 +154,10 @@ def test_page_header_files_match_6_18() -> None:
     assert HEADER_EVENT == HEADER_EVENT_6_18
 
 
-def _tracefs_mount() -> str | None:
-    for line in Path("/proc/mounts").read_text().splitlines():
-        fields = line.split()
-        if fields[2] == "tracefs" and os.path.exists(f"{fields[1]}/events/header_page"):
-            return fields[1]
-    return None
-
-
-def test_page_header_files_match_this_kernel() -> None:
-    """Compare with the running kernel's tracefs (mounted privately if need be)."""
-    mount = _tracefs_mount()
-    tmp = None
-    if mount is None:
-        if os.geteuid() != 0:
-            pytest.skip("no tracefs mounted and not root")
-        tmp = tempfile.mkdtemp()
-        if subprocess.run(["mount", "-t", "tracefs", "nodev", tmp],
-                          capture_output=True).returncode:
-            os.rmdir(tmp)
-            pytest.skip("cannot mount tracefs")
-        mount = tmp
-    try:
-        real_page = Path(mount, "events/header_page").read_bytes()
-        real_event = Path(mount, "events/header_event").read_bytes()
-    finally:
-        if tmp is not None:
-            subprocess.run(["umount", tmp], check=True)
-            os.rmdir(tmp)
+def test_page_header_files_match_this_kernel(real_tracefs_root: Path) -> None:
+    """Compare with the running kernel's tracefs, mounted privately."""
+    real_page = (real_tracefs_root / "events/header_page").read_bytes()
+    real_event = (real_tracefs_root / "events/header_event").read_bytes()
     assert render_header_page(4096) == real_page
     assert HEADER_EVENT == real_event
 

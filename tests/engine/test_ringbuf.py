@@ -981,14 +981,6 @@ def test_ringbuf_clock_and_overwrite_properties() -> None:
 # -- live differential test against the running kernel ------------------------------------
 
 
-def _live_tracefs() -> str | None:
-    for line in Path("/proc/mounts").read_text().splitlines():
-        fields = line.split()
-        if fields[2] == "tracefs" and Path(fields[1], "instances").is_dir():
-            return fields[1]
-    return None
-
-
 def _masked(pages: bytes) -> bytes:
     """Sub-buffers with the bytes that are garbage by definition zeroed.
 
@@ -1055,18 +1047,14 @@ def _kernel_run(inst: Path, ops: list[tuple[str, int]], seq0: int) -> list[bytes
     return out
 
 
-@pytest.mark.oracle
-def test_ringbuf_live_kernel_random_sequences() -> None:
+def test_ringbuf_live_kernel_random_sequences(real_tracefs_root: Path) -> None:
     """Random raw-marker writes, reads of random sizes, resizes and overwrite
     switches on the real kernel (private instance, counter clock) and on the
     engine: every read, byte for byte (garbage masked), and every refused
-    write. Run with ``pytest -m oracle tests/engine/test_ringbuf.py``."""
+    write."""
     import random
 
-    root = _live_tracefs()
-    if root is None or os.geteuid() != 0:
-        pytest.skip("needs root and a mounted tracefs")
-    inst = Path(root, "instances", f"tracefs-fuse-rb-{os.getpid()}")
+    inst = Path(real_tracefs_root, "instances", f"tracefs-fuse-rb-{os.getpid()}")
     inst.mkdir()
     affinity = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {0})
@@ -1118,8 +1106,7 @@ def test_ringbuf_live_kernel_random_sequences() -> None:
         inst.rmdir()
 
 
-@pytest.mark.oracle
-def test_ringbuf_live_kernel_mmap_sequences() -> None:
+def test_ringbuf_live_kernel_mmap_sequences(real_tracefs_root: Path) -> None:
     """Random writes, GET_READERs and read()s on a mapped kernel buffer and
     on the engine: the meta page and the reader sub-buffer after each
     GET_READER, and every read(), byte for byte."""
@@ -1128,16 +1115,13 @@ def test_ringbuf_live_kernel_mmap_sequences() -> None:
     import mmap
     import random
 
-    root = _live_tracefs()
-    if root is None or os.geteuid() != 0:
-        pytest.skip("needs root and a mounted tracefs")
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
                           ctypes.c_int, ctypes.c_long]
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     get_reader = 0x5220  # _IO('R', 0x20)
-    inst = Path(root, "instances", f"tracefs-fuse-rbmap-{os.getpid()}")
+    inst = Path(real_tracefs_root, "instances", f"tracefs-fuse-rbmap-{os.getpid()}")
     inst.mkdir()
     affinity = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {0})

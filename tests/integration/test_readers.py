@@ -36,6 +36,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from .. import real_tracefs
 from .conftest import Mount, start_mount, stop_mount
 
 pytestmark = pytest.mark.uses_fuse
@@ -236,23 +237,10 @@ def kernel_instance(root: Path) -> Iterator[str]:
         (root / "instances" / name).rmdir()
 
 
-@contextlib.contextmanager
-def real_tracefs() -> Iterator[Path]:
-    """The machine's tracefs, mounted privately for this test."""
-    with tempfile.TemporaryDirectory(prefix="real-tracefs-") as tmp:
-        subprocess.run(["mount", "-t", "tracefs", "nodev", tmp], check=True)
-        try:
-            yield Path(tmp)
-        finally:
-            subprocess.run(["umount", tmp], check=True)
-
-
 def live_kernel_available() -> bool:
     """Can the live kernel be compared: root, tracefs, and the golden's kernel series?"""
     golden_series = GOLDEN_KERNEL.split(".")[:2]
-    with open("/proc/filesystems") as f:
-        has_tracefs = any(line.split()[-1] == "tracefs" for line in f)
-    return (os.geteuid() == 0 and has_tracefs
+    return (real_tracefs.unavailable_reason() is None
             and platform.release().split(".")[:2] == golden_series)
 
 
@@ -286,7 +274,7 @@ def kernel(request: pytest.FixtureRequest,
            c_client: Callable[[str], Path]) -> dict[str, object]:
     if request.param == "golden":
         return json.loads(GOLDEN.read_text())  # type: ignore[no-any-return]
-    with real_tracefs() as root:
+    with real_tracefs.real_tracefs() as root:
         return capture_kernel(root, c_client)
 
 
@@ -313,7 +301,7 @@ if __name__ == "__main__" and sys.argv[1:] == ["capture"]:
                         str(exe), str(src), *_header_flags(src, "link")], check=True)
         return exe
 
-    with real_tracefs() as root:
+    with real_tracefs.real_tracefs() as root:
         golden = capture_kernel(root, build)
     GOLDEN.write_text(json.dumps(golden, indent=1) + "\n")
     print(f"wrote {GOLDEN} ({golden['kernel']})")
@@ -392,7 +380,7 @@ def buffer(request: pytest.FixtureRequest, tmp_path: Path,
         finally:
             stop_mount(mount)
         return
-    with real_tracefs() as root, kernel_instance(root) as name:
+    with real_tracefs.real_tracefs() as root, kernel_instance(root) as name:
         yield Buffer(root / "instances" / name, c_client)
 
 
