@@ -17,7 +17,7 @@ import pytest
 from tracefs_fuse.engine import _uapi as uapi
 from tracefs_fuse.engine._dynamic_events import DynamicEvents
 from tracefs_fuse.engine._errors import TracefsError
-from tracefs_fuse.engine._events import EventFile, EventTable, Probe
+from tracefs_fuse.engine._events import TRACE_EVENT_TYPE_MAX, EventFile, EventTable, Probe
 from tracefs_fuse.engine._legacy_abi import LAYOUTS, LegacyRegistration
 from tracefs_fuse.engine._status_page import (STATUS_PAGE_SIZE, StatusFile, StatusMapping,
                                               StatusPage, render_legacy_status,
@@ -77,7 +77,7 @@ class World:
                                           on_created=self.dynamic_events.add,
                                           on_destroyed=self.dynamic_events.remove)
         self.dynamic_events.providers.append(UserEventsProvider(self.registry))
-        legacy = LegacyRegistration(self.registry, self.page) if self.page else None
+        legacy = LegacyRegistration(self.registry) if self.page else None
         self.data = UserEventsData(self.registry, self.abis, legacy)
         self.recorder = FakeRecorder()
         self.files: dict[UserEvent, EventFile] = {}
@@ -502,6 +502,31 @@ def test_legacy_full_page_is_emfile(abi: Abi, capacity: int) -> None:
     assert w.page is not None
     w.page.release(fillers[98])  # slot 99
     assert w.reg(f, c, abi, "new") == (99, 2)
+
+
+@pytest.mark.parametrize("abi", [Abi.V5_18, Abi.V6_1])
+def test_legacy_full_page_refuses_u_lines_before_their_fields(abi: Abi) -> None:
+    """dynamic_events goes through the same user_event_parse(): EMFILE first."""
+    w = World(abi.value)
+    fill_page(w, abi)
+    task = Task(pid=1, tgid=1, perfmon=True)  # type: ignore[arg-type]
+    for line in ("full u32 a", "full u33 a"):
+        assert errno_of(lambda: w.registry.create_persistent(line, task)) == errno.EMFILE
+    assert len(w.registry) == 0
+
+
+@pytest.mark.parametrize("abi", [Abi.V5_18, Abi.V6_1])
+def test_legacy_no_event_id_left_is_enodev_and_takes_no_slot(abi: Abi) -> None:
+    """register_trace_event() fails after the page was checked: the slot is
+    only taken once the event exists (set_bit after user_event_trace_register)."""
+    w = World(abi.value)
+    c = w.client()
+    f = w.open()
+    w.table._next_id = TRACE_EVENT_TYPE_MAX + 1  # type: ignore[attr-defined]
+    assert w.page is not None
+    before = (w.page.statistics(), w.page_bytes(), len(w.registry), len(f.slots))
+    assert errno_of(lambda: w.reg(f, c, abi, "noid u32 a")) == errno.ENODEV
+    assert (w.page.statistics(), w.page_bytes(), len(w.registry), len(f.slots)) == before
 
 
 # -- auto: every era in one mount ------------------------------------------------------

@@ -148,8 +148,9 @@ class EventTable:
         """Give ``event`` an id and make it visible.
 
         Raises:
-            TracefsError: EEXIST if ``system:name`` is taken, ENOSPC when no id
-                is left (the kernel's register_trace_event() failure).
+            TracefsError: EEXIST if ``system:name`` is taken, ENODEV when no id
+                is left (register_trace_event() returned 0, which every dynamic
+                event kind turns into -ENODEV).
         """
         key = (event.system, event.name)
         if key in self._by_name:
@@ -173,7 +174,7 @@ class EventTable:
         if self._freed_ids:
             return heapq.heappop(self._freed_ids)
         if self._next_id > TRACE_EVENT_TYPE_MAX:
-            raise TracefsError(errno.ENOSPC, "no trace event type id left")
+            raise TracefsError(errno.ENODEV, "no trace event type id left")
         self._next_id += 1
         return self._next_id - 1
 

@@ -35,6 +35,7 @@ of 5.18 and 6.1.
 from __future__ import annotations
 
 import errno
+import struct
 
 import msgspec
 
@@ -43,15 +44,15 @@ from ._errors import TracefsError
 from ._status_page import StatusPage
 from ._task import Task
 from ._uapi import Abi
-from ._user_command import UserCommand, split_command
-from ._user_events import UserEvent, UserEventRegistry, UserEventsFile
+from ._user_command import split_command
+from ._user_events import UserEventRegistry, UserEventsFile
 from ._user_events_data import copy_struct_from_user, strndup_user
 
 
 class RegLayout(msgspec.Struct, frozen=True, kw_only=True):
     """One era's ``struct user_reg`` (declared in :mod:`._uapi`) and its checks."""
 
-    struct: struct.Struct
+    user_reg: struct.Struct
     #: ``offsetofend(struct user_reg, write_index)`` when the era checked it.
     min_size: int
     #: Where ``status_index`` (5.18) or ``status_bit`` (6.1) is written back.
@@ -62,11 +63,11 @@ class RegLayout(msgspec.Struct, frozen=True, kw_only=True):
 LAYOUTS: dict[Abi, RegLayout] = {
     # 5.18 user_reg_get(): get_user(size), size > PAGE_SIZE -> E2BIG, then
     # straight to copy_struct_from_user (a short size zero-fills the rest).
-    Abi.V5_18: RegLayout(struct=uapi.USER_REG_5_18, min_size=0,
+    Abi.V5_18: RegLayout(user_reg=uapi.USER_REG_5_18, min_size=0,
                          status_offset=uapi.USER_REG_5_18_STATUS_OFFSET,
                          write_index_offset=uapi.USER_REG_5_18_WRITE_INDEX_OFFSET),
     # 6.1 added "if (size < offsetofend(struct user_reg, write_index)) return -EINVAL".
-    Abi.V6_1: RegLayout(struct=uapi.USER_REG_6_1, min_size=uapi.USER_REG_6_1.size,
+    Abi.V6_1: RegLayout(user_reg=uapi.USER_REG_6_1, min_size=uapi.USER_REG_6_1.size,
                         status_offset=uapi.USER_REG_6_1_STATUS_OFFSET,
                         write_index_offset=uapi.USER_REG_6_1_WRITE_INDEX_OFFSET),
 }
@@ -75,10 +76,9 @@ LAYOUTS: dict[Abi, RegLayout] = {
 class LegacyRegistration:
     """DIAG_IOCSREG for ``struct user_reg`` of 5.18 and 6.1."""
 
-    def __init__(self, registry: UserEventRegistry, status_page: StatusPage) -> None:
+    def __init__(self, registry: UserEventRegistry) -> None:
         self.registry = registry
         self.memory = registry.memory
-        self.status_page = status_page
 
     def register(self, file: UserEventsFile, arg: int, size: int, abi: Abi, task: Task) -> None:
         """``user_events_ioctl_reg`` of ``abi``'s kernel; ``size`` is ``user_reg.size``.
@@ -92,37 +92,14 @@ class LegacyRegistration:
         layout = LAYOUTS[abi]
         if size < layout.min_size:
             raise TracefsError(errno.EINVAL, f"user_reg.size {size} is below {layout.min_size}")
-        raw = copy_struct_from_user(self.memory, task, arg, size, layout.struct.size)
-        _, name_args, _, _ = layout.struct.unpack(raw)
+        raw = copy_struct_from_user(self.memory, task, arg, size, layout.user_reg.size)
+        _, name_args, _, _ = layout.user_reg.unpack(raw)
         name = strndup_user(self.memory, task, name_args, uapi.MAX_EVENT_DESC)
-        event = self._parse(split_command(name), abi, task)
+        event, _ = self.registry.find_or_create(split_command(name), 0, task, abi)
         index = file.ref_add(event, abi)
         event.put()  # the parse reference; the slot holds its own
-        slot = event.status_index if abi is Abi.V5_18 else event.status_bit
+        slot = StatusPage.slot_of(event, abi)
         assert slot is not None, f"{event} has no {abi.value} slot"
         # put_user(write_index) then put_user(index, status_*): results ignored.
         self.memory.write(task.tgid, arg + layout.write_index_offset, index.to_bytes(4, "little"))
         self.memory.write(task.tgid, arg + layout.status_offset, slot.to_bytes(4, "little"))
-
-    def _parse(self, command: UserCommand, abi: Abi, task: Task) -> UserEvent:
-        """``user_event_parse``: the named event, or a new one with a slot.
-
-        Returns the event with one new reference for the caller.
-        """
-        # find_user_event() first, then find_first_zero_bit() of the page:
-        # a full page refuses even a malformed command with EMFILE, and still
-        # lets existing events register.
-        exists = any(not e.reg_flags & uapi.USER_EVENT_REG_MULTI_FORMAT
-                     for e in self.registry.named(command.name))
-        if not exists and not self.status_page.has_room(abi):
-            raise TracefsError(errno.EMFILE, "the status page is full")
-        event, created = self.registry.find_or_create(command, 0, task, abi)
-        if not created:
-            # In an auto mount the event may lack a slot of this era (made by
-            # another era, by a mainline client or through dynamic_events).
-            try:
-                self.status_page.claim(event, abi)
-            except TracefsError:
-                event.put()
-                raise
-        return event

@@ -57,13 +57,11 @@ from __future__ import annotations
 import errno
 import re
 from functools import partial
-from typing import Callable, Iterable
+from typing import Callable
 
 import msgspec
 
 from ._errors import TracefsError
-from ._events import Probe
-from ._jhash import hash_32, jhash
 from ._task import Task
 from ._tree import TRACE_MODE_WRITE, File, FileKind, OpenFile, TextFile, Vma, text_file
 from ._uapi import PAGE_SIZE, Abi
@@ -151,7 +149,7 @@ class StatusPage:
                 changes then.
         """
         era = self.era(abi)
-        if era is None or self._slot_of(event, era) is not None:
+        if era is None or self.slot_of(event, era) is not None:
             return
         slot = self._free_slot(era)
         if slot is None:
@@ -213,7 +211,7 @@ class StatusPage:
         return byte * 8 + _highest_zero_bit(self._used[byte])
 
     @staticmethod
-    def _slot_of(event: UserEvent, era: Abi) -> int | None:
+    def slot_of(event: UserEvent, era: Abi) -> int | None:
         return event.status_index if era is Abi.V5_18 else event.status_bit
 
     # -- contents -----------------------------------------------------------------
@@ -268,26 +266,11 @@ def render_legacy_status(registry: UserEventRegistry, era: Abi) -> str:
     first within one). ``" #"`` precedes ``" Used by"``; 5.18 also printed it
     for a non-zero ``user->flags``, which no released kernel could set.
     """
-    bits = _REGISTER_TABLE_BITS[era]
-    lines = []
-    busy = 0
-    for event in _hash_order(registry, bits):
-        slot = event.status_index if era is Abi.V5_18 else event.status_bit
-        line = f"{slot}:{event.name}"
-        status = event.status
-        if status:
-            line += " # Used by" + "".join(
-                f" {word}" for kind, word in ((Probe.FTRACE, "ftrace"), (Probe.PERF, "perf"),
-                                             (Probe.OTHER, "other")) if status & kind)
-            busy += 1
-        lines.append(line + "\n")
-    return (f"{''.join(lines)}\nActive: {len(lines)}\nBusy: {busy}\n"
-            f"Max: {_MAX_EVENTS[era]}\n")
-
-
-def _hash_order(registry: Iterable[UserEvent], bits: int) -> list[UserEvent]:
-    return sorted(registry, key=lambda e: (hash_32(jhash(e.reg_name.encode("latin-1")), bits),
-                                           -e.serial))
+    events = registry.in_hash_order(_REGISTER_TABLE_BITS[era])
+    lines = "".join(f"{StatusPage.slot_of(event, era)}:{event.status_line()}\n"
+                    for event in events)
+    busy = sum(1 for event in events if event.status)
+    return f"{lines}\nActive: {len(events)}\nBusy: {busy}\nMax: {_MAX_EVENTS[era]}\n"
 
 
 class StatusFile(TextFile):

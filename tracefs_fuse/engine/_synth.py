@@ -665,11 +665,7 @@ class SynthEvents:
         if not fields:
             raise cmd.error(ERR_INVALID_CMD, 0)
         event = SynthEvent(self, name, fields)
-        try:
-            self.events.add(event)
-        except TracefsError as error:
-            # register_trace_event() found no free id: -ENODEV.
-            raise TracefsError(errno.ENODEV, "no event id left") from error
+        self.events.add(event)
         self.dynamic_events.add(event)
         return event
 

@@ -119,7 +119,7 @@ class Tracefs:
             era=next(iter(self.abis)) if len(self.abis) == 1 else Abi.MAINLINE,
             on_created=self.dynamic_events.add, on_destroyed=self.dynamic_events.remove)
         self.dynamic_events.providers.append(UserEventsProvider(self.registry))
-        legacy = (LegacyRegistration(self.registry, self.status_page)
+        legacy = (LegacyRegistration(self.registry)
                   if self.status_page is not None else None)
         self.user_events_data = UserEventsData(self.registry, self.abis, legacy)
         self.events_dir = EventsDir(

@@ -246,10 +246,14 @@ class UserEventRegistry:
 
     def __iter__(self) -> Iterator[UserEvent]:
         """Events in the kernel's hash-table order (``user_seq_show``)."""
-        return iter(sorted(
+        return iter(self.in_hash_order(_REGISTER_TABLE_BITS))
+
+    def in_hash_order(self, bits: int) -> list[UserEvent]:
+        """Events bucket by bucket of a ``1 << bits`` hash table, newest first
+        within one (``hash_for_each``; the table had 4 bits in 5.18)."""
+        return sorted(
             (e for chain in self._by_name.values() for e in chain),
-            key=lambda e: (hash_32(jhash(e.reg_name.encode("latin-1")), _REGISTER_TABLE_BITS),
-                           -e.serial)))
+            key=lambda e: (hash_32(jhash(e.reg_name.encode("latin-1")), bits), -e.serial))
 
     def named(self, reg_name: str) -> list[UserEvent]:
         """Events registered under ``reg_name``, newest first (one hash chain)."""
@@ -267,7 +271,8 @@ class UserEventRegistry:
         Raises:
             TracefsError: EINVAL (text flags, bad fields), EPERM (PERSIST
                 without CAP_PERFMON), EADDRINUSE (same name, other fields),
-                EMFILE (``user_events_max`` reached).
+                EMFILE (``user_events_max`` reached, or no free slot of an
+                old era's status page), ENODEV (no event id left).
         """
         if command.flags is not None and abi is Abi.MAINLINE:
             raise TracefsError(errno.EINVAL, "text flags after ':' are not supported")
@@ -275,8 +280,16 @@ class UserEventRegistry:
             raise TracefsError(errno.EPERM, "persistent events need CAP_PERFMON")
         existing = self._find(command, reg_flags, abi)
         if existing is not None:
+            if self.status_page is not None:
+                # An auto mount's event may lack a slot of this era (made by
+                # another era, a mainline client or dynamic_events).
+                self.status_page.claim(existing, abi)
             existing.get()
             return existing, False
+        if self.status_page is not None and not self.status_page.has_room(abi):
+            # 5.18-6.3: find_first_zero_bit() of the page before the fields
+            # are parsed, so a full page refuses even a malformed command.
+            raise TracefsError(errno.EMFILE, "the status page is full")
         multi = bool(reg_flags & uapi.USER_EVENT_REG_MULTI_FORMAT)
         tp_name = command.name
         if multi:
@@ -288,9 +301,9 @@ class UserEventRegistry:
             raise TracefsError(errno.EMFILE, "user_events_max reached")
         event = UserEvent(self, command.name, tp_name, fields, reg_flags,
                           legacy=abi is not Abi.MAINLINE)
-        if self.status_page is not None:
-            self.status_page.claim(event, abi)  # may raise EMFILE: nothing changed yet
         self.events.add(event)
+        if self.status_page is not None:
+            self.status_page.claim(event, abi)  # has room: checked above
         self._serial += 1
         event.serial = self._serial
         self._by_name.setdefault(command.name, []).insert(0, event)
