@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tracefs_fuse.engine._errors import TracefsError
 from tracefs_fuse.engine._field import render_format
-from tracefs_fuse.engine._kstrto import kstrtoul_from_user, kstrtoull
+from tracefs_fuse.engine._kstrto import kstrtoll, kstrtou32, kstrtoul_from_user, kstrtoull
 from tracefs_fuse.engine._user_command import (fields_match, parse_fields, print_fmt, show_fields,
                                                split_command, split_match_args)
 
@@ -96,18 +96,53 @@ def test_parse_fields_layout(args: str, expected: list[tuple[str, str, int, int,
     assert [(f.type, f.name, f.offset, f.size, f.is_signed) for f in fields] == expected
 
 
-@pytest.mark.parametrize(("text", "base", "value"), [
-    ("16", 10, 16), ("+16", 10, 16), ("16\n", 10, 16), ("0x10", 0, 16), ("0X1f", 0, 31),
-    ("010", 0, 8), ("0", 0, 0), ("0x", 0, None), ("", 10, None), ("1 ", 10, None),
-    ("-1", 10, None), ("0x10", 10, None), ("18446744073709551616", 10, None),
-    ("9", 0, 9), ("08", 0, None),
+EINVAL, ERANGE = errno.EINVAL, errno.ERANGE
+
+
+@pytest.mark.parametrize(("text", "base", "value", "error"), [
+    ("16", 10, 16, None), ("+16", 10, 16, None), ("16\n", 10, 16, None),
+    ("0x10", 0, 16, None), ("0X1f", 0, 31, None), ("010", 0, 8, None), ("0", 0, 0, None),
+    ("0x10", 16, 16, None), ("9", 0, 9, None), ("18446744073709551615", 10, 2**64 - 1, None),
+    ("0x", 0, None, EINVAL), ("", 10, None, EINVAL), ("1 ", 10, None, EINVAL),
+    ("-1", 10, None, EINVAL), ("0x10", 10, None, EINVAL), ("08", 0, None, EINVAL),
+    ("1\n\n", 10, None, EINVAL), ("++1", 10, None, EINVAL),
+    # _parse_integer reads every digit first: overflow wins over junk.
+    ("18446744073709551616", 10, None, ERANGE), ("18446744073709551616x", 10, None, ERANGE),
+    ("0x10000000000000000", 0, None, ERANGE),
 ])
-def test_kstrtoull(text: str, base: int, value: int | None) -> None:
-    if value is None:
-        with pytest.raises(TracefsError):
+def test_kstrtoull(text: str, base: int, value: int | None, error: int | None) -> None:
+    if error is not None:
+        with pytest.raises(TracefsError) as info:
             kstrtoull(text, base)
+        assert info.value.errno == error
     else:
         assert kstrtoull(text, base) == value
+
+
+@pytest.mark.parametrize(("text", "value", "error"), [
+    ("-1", -1, None), ("+1", 1, None), ("-0x10", -16, None), ("9223372036854775807", 2**63 - 1, None),
+    ("-9223372036854775808", -2**63, None), ("9223372036854775808", None, ERANGE),
+    ("-9223372036854775809", None, ERANGE), ("--1", None, EINVAL), ("-+1", None, EINVAL),
+    ("-", None, EINVAL),
+])
+def test_kstrtoll(text: str, value: int | None, error: int | None) -> None:
+    if error is not None:
+        with pytest.raises(TracefsError) as info:
+            kstrtoll(text, 0)
+        assert info.value.errno == error
+    else:
+        assert kstrtoll(text, 0) == value
+
+
+@pytest.mark.parametrize(("text", "error"), [("4294967295", None), ("4294967296", ERANGE),
+                                             ("99999999999999999999", ERANGE), ("4x", EINVAL)])
+def test_kstrtou32(text: str, error: int | None) -> None:
+    if error is None:
+        assert kstrtou32(text, 10) == int(text)
+    else:
+        with pytest.raises(TracefsError) as info:
+            kstrtou32(text, 10)
+        assert info.value.errno == error
 
 
 @pytest.mark.parametrize(("data", "value"), [

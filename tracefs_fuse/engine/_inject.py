@@ -38,6 +38,7 @@ import msgspec
 from ._errors import TracefsError
 from ._events import TraceEvent
 from ._field import COMMON_FIELDS, TRACE_ENTRY, Field
+from ._kstrto import kstrtoll, kstrtoull
 from ._task import Task
 from ._trace_array import TraceArray
 from ._tree import File, Node, OpenFile
@@ -92,44 +93,6 @@ def find_field(event: TraceEvent, name: str) -> InjectField | None:
     return None
 
 
-def _kstrtoull(text: str) -> int:
-    """``kstrtoull(text, 0)``: ERANGE for overflow (checked first), else EINVAL if malformed."""
-    base = 10
-    if text[:1] == "0":
-        # _parse_integer_fixup_radix: "0x" needs a hex digit after it.
-        base = 16 if text[1:2] in ("x", "X") and text[2:3] in _XDIGITS and text[2:3] else 8
-    digits = text[2:] if base == 16 else text
-    value = 0
-    count = 0
-    for char in digits:
-        digit = "0123456789abcdef".find(char.lower())
-        if digit < 0 or digit >= base:
-            break
-        value = value * base + digit
-        count += 1
-    if value >> 64:
-        raise TracefsError(errno.ERANGE, f"out of range: {text!r}")
-    if count == 0 or count != len(digits):
-        raise TracefsError(errno.EINVAL, f"not a number: {text!r}")
-    return value
-
-
-_XDIGITS = frozenset("0123456789abcdefABCDEF")
-
-
-def _kstrtoll(text: str) -> int:
-    """``kstrtoll(text, 0)``."""
-    if text.startswith("-"):
-        magnitude = _kstrtoull(text[1:])
-        if magnitude > 1 << 63:
-            raise TracefsError(errno.ERANGE, "number out of range")
-        return -magnitude
-    value = _kstrtoull(text)
-    if value >> 63:
-        raise TracefsError(errno.ERANGE, "number out of range")
-    return value
-
-
 def _parse_field(text: str, pos: int, event: TraceEvent) -> tuple[InjectField, int | str, int]:
     """``parse_field`` at ``pos``: the field, its value, and where parsing stopped.
 
@@ -167,7 +130,7 @@ def _parse_field(text: str, pos: int, event: TraceEvent) -> tuple[InjectField, i
         if i < len(text) and text[i] not in _SPACE:
             raise TracefsError(errno.EINVAL, "junk after a number")
         number = text[start:i]
-        value = _kstrtoll(number) if field.is_signed else _kstrtoull(number)
+        value = kstrtoll(number, 0) if field.is_signed else kstrtoull(number, 0)
         return field, value, i
     if first in ("'", '"'):
         if not field.filter_type.is_string:

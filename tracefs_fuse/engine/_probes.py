@@ -42,6 +42,7 @@ import errno
 from ._dynamic_events import DynamicEvents, parse_run_command
 from ._error_log import ErrorLog
 from ._errors import TracefsError
+from ._kstrto import kstrtou32, kstrtoull
 from ._task import Task
 from ._tree import File, text_file
 from ._user_command import argv_split
@@ -60,26 +61,13 @@ ERR_MAXACT_TOO_BIG = "Maxactive is too big"
 ERR_BAD_PROBE_ADDR = "Invalid probed address or symbol"
 ERR_BAD_ADDR_SUFFIX = "Invalid probed address suffix"
 
-_ULONG_MAX = (1 << 64) - 1
-_UINT_MAX = (1 << 32) - 1
-
-
-def _kstrtoull(text: str) -> int | None:
-    """``kstrtoul(text, 0)``: the value, or None for anything but a number."""
-    s = text[1:] if text.startswith("+") else text
-    base = 10
-    if s[:1] == "0":
-        base = 16 if s[1:2] in ("x", "X") and s[2:3] and s[2:3] in _XDIGITS else 8
-    if base == 16:
-        s = s[2:]
-    digits = "0123456789abcdef"[:base]
-    if not s or any(c.lower() not in digits for c in s):
-        return None
-    value = int(s, base)
-    return value if value <= _ULONG_MAX else None
-
-
-_XDIGITS = frozenset("0123456789abcdefABCDEF")
+def _is_number(text: str) -> bool:
+    """Does ``kstrtoul(text, 0)`` take it (a probe at an address)?"""
+    try:
+        kstrtoull(text, 0)
+    except TracefsError:
+        return False
+    return True
 
 
 class _ProbeLog:
@@ -138,14 +126,17 @@ class KprobeEvents:
             maxactive = head[1:colon] if colon >= 0 else head[1:]
             if len(maxactive) > MAX_EVENT_NAME_LEN - 1:
                 raise plog.err(1, ERR_BAD_MAXACT)
-            value = _kstrtoull(maxactive)
-            if value is None or value > _UINT_MAX or not value:
+            try:
+                value = kstrtou32(maxactive, 0)
+            except TracefsError:
+                value = 0
+            if not value:
                 raise plog.err(1, ERR_BAD_MAXACT)
             if value > KRETPROBE_MAXACTIVE_MAX:
                 raise plog.err(1, ERR_MAXACT_TOO_BIG)
         target = argv[1]
         plog.index = 1
-        if _kstrtoull(target) is None:
+        if not _is_number(target):
             if "/" in target and ":" in target:
                 return False  # a uprobe: not ours
             suffix = target.find("%")

@@ -1045,7 +1045,10 @@ class RingBuffer:
     @staticmethod
     def _nr_pages_for(subbuf_size: int, size: int) -> int:
         # ring_buffer_resize(): DIV_ROUND_UP(size, subbuf data), at least 2.
-        return max(2, -(-size // subbuf_data_size(subbuf_size)))
+        # The rounding is unsigned long arithmetic: a size within a sub-buffer
+        # of 2**64 wraps to 0 pages, hence 2 (buffer_size_kb=ULONG_MAX works).
+        data = subbuf_data_size(subbuf_size)
+        return max(2, ((size + data - 1) & _U64) // data)
 
     # -- recording ------------------------------------------------------------------
 

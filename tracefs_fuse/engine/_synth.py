@@ -51,6 +51,7 @@ from ._error_log import ErrorLog, err_pos
 from ._errors import TracefsError
 from ._events import EventTable, TraceEvent
 from ._field import KERNEL_SPACE, TRACE_ENTRY, TRACE_ENTRY_SIZE, Field
+from ._kstrto import kstrtou32
 from ._task import Task
 from ._trace_array import TraceArray
 from ._tree import File, text_file
@@ -136,27 +137,11 @@ def synth_field_string_size(type_: str) -> int | None:
         return None
     if not digits:
         return 0  # variable-length string
-    size = _kstrtouint(digits)
-    if size is None or size > STR_VAR_LEN_MAX:
+    try:
+        size = kstrtou32(digits, 0)
+    except TracefsError:
         return None
-    return size
-
-
-def _kstrtouint(text: str) -> int | None:
-    """``kstrtouint(text, 0)`` of at most 3 characters (no overflow possible)."""
-    s = text[1:] if text.startswith("+") else text
-    base = 10
-    if s[:1] == "0":
-        base = 16 if s[1:2] in ("x", "X") and s[2:3] in _HEX else 8
-    if base == 16:
-        s = s[2:]
-    digits = "0123456789abcdef"[:base]
-    if not s or any(c.lower() not in digits for c in s):
-        return None
-    return int(s, base)
-
-
-_HEX = frozenset("0123456789abcdefABCDEF")
+    return size if size <= STR_VAR_LEN_MAX else None
 
 
 def synth_field_size(type_: str) -> int | None:

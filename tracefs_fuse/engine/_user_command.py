@@ -58,6 +58,14 @@ def _invalid(message: str) -> TracefsError:
     return TracefsError(errno.EINVAL, message)
 
 
+def _u32(text: str, base: int) -> int:
+    """``if (kstrtou32(...)) return -EINVAL``: overflow is EINVAL here too."""
+    try:
+        return kstrtou32(text, base)
+    except TracefsError as error:
+        raise _invalid(error.message) from None
+
+
 class UserCommand(msgspec.Struct, frozen=True):
     """A command split the way ``user_event_parse_cmd`` splits it."""
 
@@ -87,7 +95,7 @@ def _array_size(type_: str) -> int:
     bracket = val.find("]")
     if bracket < 0:
         raise _invalid(f"unterminated array size in {type_!r}")
-    size = kstrtou32(val[:bracket], 0)
+    size = _u32(val[:bracket], 0)
     if size > MAX_FIELD_ARRAY_SIZE:
         raise _invalid(f"array larger than {MAX_FIELD_ARRAY_SIZE}: {type_!r}")
     return size
@@ -133,7 +141,7 @@ def _parse_field(text: str, offset: int) -> Field | None:
         elif depth == 2:
             if not is_struct:
                 raise _invalid(f"size given for a non-struct field {field!r}")
-            size = kstrtou32(part, 10)
+            size = _u32(part, 10)
         else:
             raise _invalid(f"too many words in field {field!r}")
         depth += 1
