@@ -134,7 +134,7 @@ def test_delete_busy_event_is_ebusy_and_truncate_refuses() -> None:
     d = Dyn()
     d.write("u:p u32 x")
     event = d.registry.named("p")[0]
-    f = UserEventsFile(d.registry)
+    f = UserEventsFile()
     f.ref_add(event, Abi.MAINLINE)
     assert d.errno("-:p u32 x") == errno.EBUSY
     with pytest.raises(TracefsError) as info:

@@ -86,7 +86,7 @@ class World:
         return LegacyClient(self.memory, tgid)
 
     def open(self) -> UserEventsFile:
-        return UserEventsFile(self.registry)
+        return UserEventsFile()
 
     def reg(self, f: UserEventsFile, c: LegacyClient, abi: Abi, command: str,
             **kw: int) -> tuple[int, int]:

@@ -39,7 +39,7 @@ class World:
         return Client(self.memory, tgid, **kw)
 
     def open(self) -> UserEventsFile:
-        return UserEventsFile(self.registry)
+        return UserEventsFile()
 
     def reg(self, f: UserEventsFile, c: Client, command: str, **kw: int) -> int:
         self.data.ioctl(f, REG, c.user_reg(command, **kw), c.task)
@@ -296,6 +296,19 @@ def test_unregister_validation(kwargs: dict, expected: int) -> None:
     f = w.open()
     w.reg(f, c, "t", bit=31)
     assert errno_of(lambda: w.data.ioctl(f, UNREG, c.user_unreg(**kwargs), c.task)) == expected
+
+
+@pytest.mark.parametrize(("reserved", "expected"), [(0, errno.EFAULT), (1, errno.EINVAL)])
+def test_unregister_checks_reserved_before_the_copy_result(reserved: int, expected: int) -> None:
+    """user_unreg_get(): copy_struct_from_user() zero-fills what it could not
+    copy and the reserved fields are checked before its result is returned."""
+    w = World()
+    c = w.client()
+    f = w.open()
+    w.reg(f, c, "t", bit=31)
+    straddling = c.REG + 4096 - 8  # disable_addr lies in the unmapped next page
+    w.memory.put(c.tgid, straddling, struct.pack("<IBBH", 16, 31, reserved, 0))
+    assert errno_of(lambda: w.data.ioctl(f, UNREG, straddling, c.task)) == expected
 
 
 def test_unregister_without_any_registration_is_enoent() -> None:

@@ -29,8 +29,6 @@ class Field(msgspec.Struct, frozen=True, kw_only=True):
     offset: int
     size: int
     is_signed: bool
-    #: ``field->len`` of array fields: printed inside ``[]`` when non-zero.
-    len: int = 0
 
     def format_line(self) -> str:
         """The field's line in a ``format`` file (``f_show``)."""
@@ -41,9 +39,9 @@ class Field(msgspec.Struct, frozen=True, kw_only=True):
             bracket = -1
         if bracket < 0:
             decl = f"{self.type} {self.name}"
-        elif self.len:
-            decl = f"{self.type[:bracket]} {self.name}[{self.len}]"
         else:
+            # field->len, printed inside the brackets when non-zero, is set
+            # only for the kernel's own static arrays: never for ours.
             decl = f"{self.type[:bracket]} {self.name}[]"
         return (f"\tfield:{decl};\toffset:{self.offset};\tsize:{self.size};"
                 f"\tsigned:{int(self.is_signed)};\n")

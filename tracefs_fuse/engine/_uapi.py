@@ -108,9 +108,6 @@ assert USER_REG_6_1.size == 20
 USER_UNREG = struct.Struct("<IBBHQ")
 assert USER_UNREG.size == 16
 
-#: The leading ``__u32 size`` shared by both argument structs.
-SIZE_FIELD = struct.Struct("<I")
-
 
 def abi_of_size(size: int) -> Abi | None:
     """The era a ``user_reg.size`` announces in an ``auto`` mount, or None.

@@ -172,25 +172,24 @@ class UserEventsProvider:
 class Enabler:
     """One ``(enable_addr, enable_bit)`` of one process (``user_event_enabler``)."""
 
-    __slots__ = ("tgid", "event", "addr", "bit", "size")
+    # No enable_size: on little-endian the bit's byte is addr + bit // 8 for
+    # 32- and 64-bit values alike (align_addr_bit() only moves big-endian ones).
+    __slots__ = ("tgid", "event", "addr", "bit")
 
-    def __init__(self, tgid: Tgid, event: UserEvent, addr: int, bit: int, size: int) -> None:
+    def __init__(self, tgid: Tgid, event: UserEvent, addr: int, bit: int) -> None:
         self.tgid = tgid
         self.event = event
         self.addr = addr
         self.bit = bit
-        self.size = size
 
 
 class UserEventsFile:
     """Per-open-file state of ``user_events_data``: the write-index table."""
 
-    def __init__(self, registry: UserEventRegistry) -> None:
-        self.registry = registry
+    def __init__(self) -> None:
         #: Slot i holds the event of write index i and the ABI it came from.
         self.slots: list[tuple[UserEvent, Abi]] = []
         self._index: dict[UserEvent, int] = {}
-        self.released = False
 
     def ref_add(self, event: UserEvent, abi: Abi) -> int:
         """``user_events_ref_add``: the event's index here, appending if new."""
@@ -203,7 +202,6 @@ class UserEventsFile:
 
     def release(self) -> None:
         """Final close: every slot drops its reference."""
-        self.released = True
         slots, self.slots = self.slots, []
         self._index = {}
         for event, _ in slots:
@@ -236,8 +234,6 @@ class UserEventRegistry:
         #: (addr, bit) of each process's enablers, counted: the EADDRINUSE
         #: check is made on every registration.
         self._sites: dict[Tgid, Counter[tuple[int, int]]] = {}
-        #: Enable-bit writes that faulted while publishing a state change.
-        self.enable_write_faults = 0
 
     # -- lookup ---------------------------------------------------------------
 
@@ -393,12 +389,12 @@ class UserEventRegistry:
     def enabler_exists(self, tgid: Tgid, addr: int, bit: int) -> bool:
         return (addr, bit) in self._sites.get(tgid, ())
 
-    def add_enabler(self, tgid: Tgid, event: UserEvent, addr: int, bit: int, size: int) -> bool:
+    def add_enabler(self, tgid: Tgid, event: UserEvent, addr: int, bit: int) -> bool:
         """``user_event_enabler_create``: write the current state, then track it.
 
         Returns False (and tracks nothing) when the bit cannot be written.
         """
-        enabler = Enabler(tgid, event, addr, bit, size)
+        enabler = Enabler(tgid, event, addr, bit)
         if not self._write_bit(enabler, bool(event.status)):
             return False
         self._track(enabler)
@@ -416,8 +412,8 @@ class UserEventRegistry:
             self._drop(enabler)
         return len(gone)
 
-    def clear_bit(self, tgid: Tgid, addr: int, bit: int, size: int) -> bool:
-        return self._write_bit(Enabler(tgid, None, addr, bit, size), False)  # type: ignore[arg-type]
+    def clear_bit(self, tgid: Tgid, addr: int, bit: int) -> bool:
+        return self._write_bit(Enabler(tgid, None, addr, bit), False)  # type: ignore[arg-type]
 
     def fork(self, parent: Tgid, child: Tgid) -> None:
         """``user_event_mm_dup``: the child gets a copy of every enabler.
@@ -427,13 +423,12 @@ class UserEventRegistry:
         in case a state change raced with the fork.
         """
         for enabler in list(self.mms.get(parent, ())):
-            self._track(Enabler(child, enabler.event, enabler.addr, enabler.bit, enabler.size))
+            self._track(Enabler(child, enabler.event, enabler.addr, enabler.bit))
 
     def sync(self, tgid: Tgid) -> None:
         """Write the current state of every enabler of one process."""
         for enabler in list(self.mms.get(tgid, ())):
-            if not self._write_bit(enabler, bool(enabler.event.status)):
-                self.enable_write_faults += 1
+            self._write_bit(enabler, bool(enabler.event.status))
 
     def exit(self, tgid: Tgid) -> None:
         """``user_event_mm_remove``: exec or exit drops every enabler, unwritten."""
@@ -461,10 +456,9 @@ class UserEventRegistry:
         """``update_enable_bit_for``: reflect the probe state everywhere."""
         enabled = bool(event.status)
         for enabler in list(event.enablers):
-            if not self._write_bit(enabler, enabled):
-                # The kernel retries from a work item and then warns; the
-                # enabler stays registered either way.
-                self.enable_write_faults += 1
+            # A fault leaves the enabler registered: the kernel retries from a
+            # work item, then gives up with a warning.
+            self._write_bit(enabler, enabled)
         if self.status_page is not None:
             self.status_page.update(event)
 

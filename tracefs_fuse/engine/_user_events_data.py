@@ -144,7 +144,7 @@ class UserEventsData:
         event, _ = self.registry.find_or_create(split_command(name), flags, task)
         index = file.ref_add(event, Abi.MAINLINE)
         event.put()  # the parse reference; the slot holds its own
-        if not self.registry.add_enabler(task.tgid, event, enable_addr, enable_bit, enable_size):
+        if not self.registry.add_enabler(task.tgid, event, enable_addr, enable_bit):
             # The kernel maps a failed first write to ENOMEM and keeps the slot.
             raise TracefsError(errno.ENOMEM, "cannot write the enable bit")
         # put_user(): a failure here is ignored by the kernel too.
@@ -158,19 +158,27 @@ class UserEventsData:
             raise TracefsError(errno.E2BIG, f"user_unreg.size {size} exceeds a page")
         if size < uapi.USER_UNREG.size:
             raise TracefsError(errno.EINVAL, f"user_unreg.size {size} is below 16")
-        raw = copy_struct_from_user(self.memory, task, arg, size, uapi.USER_UNREG.size)
+        try:
+            raw = copy_struct_from_user(self.memory, task, arg, size, uapi.USER_UNREG.size)
+            fault = None
+        except TracefsError as error:
+            if error.errno != errno.EFAULT:
+                raise
+            # copy_from_user() zero-filled what it could not copy, and
+            # user_unreg_get() checks the reserved fields before the result.
+            raw = self.memory.read(task.tgid, arg, uapi.USER_UNREG.size)
+            raw += bytes(uapi.USER_UNREG.size - len(raw))
+            fault = error
         _, disable_bit, reserved, reserved2, disable_addr = uapi.USER_UNREG.unpack(raw)
         if reserved or reserved2:
             raise TracefsError(errno.EINVAL, "reserved fields must be zero")
-        if task.tgid not in self.registry.mms:
-            raise TracefsError(errno.ENOENT, "this process never registered an event")
-        sizes = {e.size for e in self.registry.mms[task.tgid]
-                 if e.addr == disable_addr and e.bit == disable_bit}
+        if fault is not None:
+            raise fault
         if not self.registry.remove_enablers(task.tgid, disable_addr, disable_bit):
             raise TracefsError(errno.ENOENT, "no such enable_addr/enable_bit")
         # The bit is cleared whatever the event's state ("Ensure bit is now
         # cleared for user, regardless of event status").
-        if not self.registry.clear_bit(task.tgid, disable_addr, disable_bit, max(sizes)):
+        if not self.registry.clear_bit(task.tgid, disable_addr, disable_bit):
             raise TracefsError(errno.EFAULT, "cannot clear the enable bit")
 
     # -- write ------------------------------------------------------------------

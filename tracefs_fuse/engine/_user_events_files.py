@@ -25,7 +25,7 @@ class UserEventsDataFile(OpenFile):
 
     def __init__(self, data: UserEventsData) -> None:
         self.data = data
-        self.file = UserEventsFile(data.registry)
+        self.file = UserEventsFile()
 
     def write(self, data: bytes, offset: int, task: Task) -> int:
         return self.data.write(self.file, data, offset, task)
