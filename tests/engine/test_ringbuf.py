@@ -1051,7 +1051,8 @@ def test_ringbuf_live_kernel_random_sequences(real_tracefs_root: Path) -> None:
     """Random raw-marker writes, reads of random sizes, resizes and overwrite
     switches on the real kernel (private instance, counter clock) and on the
     engine: every read, byte for byte (garbage masked), and every refused
-    write."""
+    write. The counter clock is one for all instances: nothing else may trace
+    with it meanwhile (two runs of this test at once disturb each other)."""
     import random
 
     inst = Path(real_tracefs_root, "instances", f"tracefs-fuse-rb-{os.getpid()}")
@@ -1109,7 +1110,7 @@ def test_ringbuf_live_kernel_random_sequences(real_tracefs_root: Path) -> None:
 def test_ringbuf_live_kernel_mmap_sequences(real_tracefs_root: Path) -> None:
     """Random writes, GET_READERs and read()s on a mapped kernel buffer and
     on the engine: the meta page and the reader sub-buffer after each
-    GET_READER, and every read(), byte for byte."""
+    GET_READER, and every read(), byte for byte. Counter clock: as above."""
     import ctypes
     import fcntl
     import mmap
