@@ -138,9 +138,8 @@ class DynamicEvents:
             TracefsError: EINVAL for a malformed command, ENOENT when nothing
                 matches, or the first deletion's error.
         """
+        # The line starts with '-' or '!': argv_split() always finds a head.
         argv = argv_split(line)
-        if not argv:
-            raise TracefsError(errno.EINVAL, "empty delete command")
         head = argv[0]
         if head.startswith("-"):
             if head[1:2] != ":":

@@ -813,10 +813,6 @@ class SynthTraceState:
         self.cur_field = 0
         self.ended = False
 
-    @property
-    def disabled(self) -> bool:
-        return self.entry is None
-
     def __enter__(self) -> SynthTraceState:
         return self
 

@@ -166,15 +166,12 @@ class Tracefs:
         yield self.synth_events.node()
         yield self.kprobe_events.node()
         yield set_event_node(tr)
-        yield text_file("dynamic_events", self.dynamic_events.render, self._dynamic_events_write,
+        yield text_file("dynamic_events", self.dynamic_events.render, self.dynamic_events.write,
                         on_truncate=self.dynamic_events.release_all)
         yield text_file("available_events", lambda: render_available_events(self.events))
         yield text_file("printk_formats", lambda: "")  # no trace_printk() in user space
         yield user_events_status_node(self.registry, self.status_page)
         yield user_events_data_node(self.user_events_data)
-
-    def _dynamic_events_write(self, data: bytes, task: Task) -> int:
-        return self.dynamic_events.write(data, task)
 
     def _mark_write(self, data: bytes, task: Task) -> int:
         return mark_write(self.top, data, task, self.marker_ip)

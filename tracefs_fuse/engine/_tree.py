@@ -97,10 +97,6 @@ class Node:
         self.name = name
         self.mode = mode
 
-    @property
-    def is_dir(self) -> bool:
-        return stat.S_ISDIR(self.mode)
-
 
 class Dir(Node):
     """A directory whose entries are computed when asked for."""
