@@ -147,7 +147,7 @@ def test_synth_event_create_field_limit(count: int, code: int | None) -> None:
     fields = [("u8", f"f{i}") for i in range(count)]
     if code is None:
         S.synth_event_create(tfs, "e", fields)
-        assert len(tfs.synth_events.find("e").synth_fields) == 64  # type: ignore[attr-defined]
+        assert len(tfs.synth_events.find("e").synth_fields) == 64
     else:
         assert errno_of(lambda: S.synth_event_create(tfs, "e", fields)) == code
 
@@ -173,7 +173,7 @@ def test_failed_command_is_logged_with_the_generated_text() -> None:
     cmd = S.synth_event_cmd_init(tfs)
     S.synth_event_gen_cmd_start(cmd, "e", ("u64", "a"), ("u64[3]", "b"))
     assert errno_of(lambda: S.synth_event_gen_cmd_end(cmd)) == errno.EINVAL
-    log = tfs.error_log.render()  # type: ignore[attr-defined]
+    log = tfs.error_log.render()
     # The caret is under the type as parsed (errpos("u64[3]")).
     assert log.endswith("synthetic_events: error: Invalid type\n"
                         "  Command: e  u64 a; u64[3] b;\n"
@@ -218,7 +218,7 @@ def test_kprobe_command_is_refused_and_logged() -> None:
     assert cmd.text == ("p:kprobes/gen_kprobe_test do_sys_open  dfd=%ax  filename=%dx "
                         " flags=%cx  mode=+4($stack) ")
     assert errno_of(lambda: S.kprobe_event_gen_cmd_end(cmd)) == errno.EINVAL
-    assert tfs.error_log.render().splitlines()[1:] == [  # type: ignore[attr-defined]
+    assert tfs.error_log.render().splitlines()[1:] == [
         "  Command: p:kprobes/gen_kprobe_test do_sys_open dfd=%ax filename=%dx flags=%cx "
         "mode=+4($stack)",
         " " * len("  Command: p:kprobes/gen_kprobe_test ") + "^"]

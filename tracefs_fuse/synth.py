@@ -262,10 +262,10 @@ def dynevent_create(cmd: DynEventCmd) -> None:
     """
     tfs = cmd.tracefs
     if cmd.type is DynEventType.KPROBE:
-        tfs.kprobe_events.run_command(cmd.text, current_task(tfs.nr_cpus))  # type: ignore[attr-defined]
+        tfs.kprobe_events.run_command(cmd.text, current_task(tfs.nr_cpus))
         return
-    tfs.synth_events.run_command(cmd.text)  # type: ignore[attr-defined]
-    if cmd.event_name is None or tfs.synth_events.find(cmd.event_name) is None:  # type: ignore[attr-defined]
+    tfs.synth_events.run_command(cmd.text)
+    if cmd.event_name is None or tfs.synth_events.find(cmd.event_name) is None:
         raise TracefsError(errno.ENOENT, f"the command made no event {cmd.event_name!r}")
 
 
@@ -293,7 +293,7 @@ def synth_event_delete(tracefs: Tracefs, name: str) -> None:
         TracefsError: ENOENT if there is no such event, EBUSY while its file
             is held or it is enabled.
     """
-    tracefs.synth_events.delete(name)  # type: ignore[attr-defined]
+    tracefs.synth_events.delete(name)
 
 
 def kprobe_event_cmd_init(tracefs: Tracefs, maxlen: int = MAX_DYNEVENT_CMD_LEN) -> DynEventCmd:
@@ -360,7 +360,7 @@ def kprobe_event_delete(tracefs: Tracefs, name: str) -> None:
     Raises:
         TracefsError: ENOENT, or EINVAL for a malformed name.
     """
-    tracefs.kprobe_events.run_command(  # type: ignore[attr-defined]
+    tracefs.kprobe_events.run_command(
         f"-:{name}"[:MAX_EVENT_NAME_LEN - 1], current_task(tracefs.nr_cpus))
 
 

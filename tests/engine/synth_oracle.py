@@ -26,12 +26,8 @@ import re
 from pathlib import Path
 
 from tracefs_fuse.engine._clock import ManualClock, TraceClocks
-from tracefs_fuse.engine._error_log import ErrorLog, error_log_node
 from tracefs_fuse.engine._errors import TracefsError
-from tracefs_fuse.engine._inject import inject_files
 from tracefs_fuse.engine._memory import Tgid
-from tracefs_fuse.engine._probes import KprobeEvents
-from tracefs_fuse.engine._synth import SynthEvents
 from tracefs_fuse.engine._task import Task
 from tracefs_fuse.engine._tracefs import Tracefs
 from tracefs_fuse.engine._tree import Dir, File
@@ -59,34 +55,9 @@ def mask(text: str) -> str:
     return _ID.sub("ID: <id>", _TS.sub("[T]", text))
 
 
-def wire(tfs: Tracefs) -> Tracefs:
-    """Add this piece's parts to a Tracefs whose facade does not have them yet.
-
-    These are the wiring lines proposed for ``_tracefs.py``; once the facade
-    has them this does nothing.
-    """
-    if not hasattr(tfs, "synth_events"):
-        tfs.error_log = ErrorLog(now=tfs.clocks["local"].read)  # type: ignore[attr-defined]
-        tfs.synth_events = SynthEvents(  # type: ignore[attr-defined]
-            tfs.events, tfs.dynamic_events, tfs.error_log,  # type: ignore[attr-defined]
-            on_release=tfs.top.reset_if_cleared)
-        tfs.kprobe_events = KprobeEvents(tfs.error_log)  # type: ignore[attr-defined]
-        # dyn_event_ops_list: synth and kprobe register at core_initcall,
-        # user_events at fs_initcall.
-        tfs.dynamic_events.providers[:0] = [tfs.synth_events,  # type: ignore[attr-defined]
-                                            tfs.kprobe_events]  # type: ignore[attr-defined]
-        tfs.events_dir.extra_files = inject_files(tfs.top)
-        extra = {"error_log": error_log_node(tfs.error_log),  # type: ignore[attr-defined]
-                 "synthetic_events": tfs.synth_events.node(),  # type: ignore[attr-defined]
-                 "kprobe_events": tfs.kprobe_events.node()}  # type: ignore[attr-defined]
-        entries = tfs.root._entries
-        tfs.root._entries = lambda: [*entries(), *extra.values()]
-    return tfs
-
-
 def new_tracefs(clock: ManualClock | None = None) -> Tracefs:
     clocks = TraceClocks.from_source(clock or ManualClock(1_000_000_000))
-    return wire(Tracefs(nr_cpus=2, memory=FakeMemory(), clocks=clocks))
+    return Tracefs(nr_cpus=2, memory=FakeMemory(), clocks=clocks)
 
 
 def unescape(text: str) -> bytes:
@@ -156,8 +127,8 @@ class Replay:
 
     def error_log(self) -> str:
         """Read and clear, as the capture does after every step."""
-        text = self.tfs.error_log.render()  # type: ignore[attr-defined]
-        self.tfs.error_log.clear()  # type: ignore[attr-defined]
+        text = self.tfs.error_log.render()
+        self.tfs.error_log.clear()
         return mask(text)
 
     def read(self, path: str) -> str:

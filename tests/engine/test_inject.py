@@ -64,8 +64,8 @@ def test_filter_assign_type(type_: str, kind: FilterType) -> None:
 
 
 def _event(tfs: Tracefs, command: str):  # noqa: ANN202
-    tfs.synth_events.run_command(command)  # type: ignore[attr-defined]
-    return tfs.synth_events.find(command.split()[0])  # type: ignore[attr-defined]
+    tfs.synth_events.run_command(command)
+    return tfs.synth_events.find(command.split()[0])
 
 
 def test_find_field_order() -> None:
@@ -156,7 +156,7 @@ def test_file_rules() -> None:
     inj.tfs.top.cpumask = 0b10  # ROOT writes from CPU 0
     assert handle.write(b"a=2", 0, ROOT) == 3
     assert len(inj.records) == 1
-    inj.tfs.synth_events.delete("e")  # type: ignore[attr-defined]
+    inj.tfs.synth_events.delete("e")
     with pytest.raises(TracefsError) as info:
         handle.write(b"a=3", 0, ROOT)
     assert info.value.errno == errno.ENODEV

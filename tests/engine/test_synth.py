@@ -115,8 +115,8 @@ HS_VALUES = [0x7FFFFFFFFFFFFFFF, 7, b"hello", -2, b"hello", 0x1234]
 
 
 def _hs(tfs: Tracefs) -> SynthEvent:
-    tfs.synth_events.run_command(HS_FIELDS)  # type: ignore[attr-defined]
-    event = tfs.synth_events.find("hs")  # type: ignore[attr-defined]
+    tfs.synth_events.run_command(HS_FIELDS)
+    event = tfs.synth_events.find("hs")
     assert event is not None
     return event
 
@@ -153,8 +153,8 @@ def test_print_trace_matches_kernel(part: str, verbose: bool) -> None:
 def test_print_trace(fields: str, values: list, text: str) -> None:
     """1/2-byte values print unsigned (as_u8/as_u16), static strings use the whole slot."""
     tfs = new_tracefs()
-    tfs.synth_events.run_command(f"e {fields}")  # type: ignore[attr-defined]
-    event = tfs.synth_events.find("e")  # type: ignore[attr-defined]
+    tfs.synth_events.run_command(f"e {fields}")
+    event = tfs.synth_events.find("e")
     assert event.print_trace(build_entry(event, bytes(8), values)) == text
 
 
@@ -167,8 +167,8 @@ def test_print_trace(fields: str, values: list, text: str) -> None:
 ])
 def test_stack_layout(addrs: list[int], longs: list[int], reserved: int) -> None:
     tfs = new_tracefs()
-    tfs.synth_events.run_command("e long[] st")  # type: ignore[attr-defined]
-    event = tfs.synth_events.find("e")  # type: ignore[attr-defined]
+    tfs.synth_events.run_command("e long[] st")
+    event = tfs.synth_events.find("e")
     entry = build_entry(event, bytes(8), [addrs])
     # {u16 offset; u16 len}: the data follows the one slot, len in bytes.
     assert int.from_bytes(entry[8:12], "little") == (8 * len(longs)) << 16 | 16
@@ -180,8 +180,8 @@ def test_stack_layout(addrs: list[int], longs: list[int], reserved: int) -> None
 
 def test_static_string_keeps_255_bytes_and_a_nul() -> None:
     tfs = new_tracefs()
-    tfs.synth_events.run_command("e char[16] s")  # type: ignore[attr-defined]
-    event = tfs.synth_events.find("e")  # type: ignore[attr-defined]
+    tfs.synth_events.run_command("e char[16] s")
+    event = tfs.synth_events.find("e")
     entry = build_entry(event, bytes(8), [b"x" * 300])
     assert len(entry) == 8 + STR_VAR_LEN_MAX
     assert entry[8:8 + 255] == b"x" * 255 and entry[8 + 255] == 0
@@ -195,8 +195,8 @@ class Traced:
 
     def __init__(self, fields: str = "u64 a; char[8] s; u16 w", *, enable: bool = True) -> None:
         self.tfs = new_tracefs()
-        self.tfs.synth_events.run_command(f"e {fields}")  # type: ignore[attr-defined]
-        self.event = self.tfs.synth_events.find("e")  # type: ignore[attr-defined]
+        self.tfs.synth_events.run_command(f"e {fields}")
+        self.event = self.tfs.synth_events.find("e")
         self.file = get_event_file(self.tfs.top, "synthetic", "e", nr_cpus=2)
         if enable:
             self.tfs.top.set_enabled(self.event, True)
@@ -329,7 +329,7 @@ def test_context_manager_ends_even_after_error() -> None:
 @pytest.mark.parametrize("how", ["delete", "dynamic_events", "synthetic_events", "trunc"])
 def test_held_file_makes_delete_ebusy(how: str) -> None:
     t = Traced(enable=False)
-    synth = t.tfs.synth_events  # type: ignore[attr-defined]
+    synth = t.tfs.synth_events
     attempts = {
         "delete": lambda: synth.delete("e"),
         "dynamic_events": lambda: t.tfs.dynamic_events.write(b"-:e", ROOT),
@@ -345,9 +345,9 @@ def test_held_file_makes_delete_ebusy(how: str) -> None:
 def test_enabled_event_delete_is_ebusy() -> None:
     t = Traced()
     t.file.put()
-    assert t.errno(lambda: t.tfs.synth_events.delete("e")) == errno.EBUSY  # type: ignore[attr-defined]
+    assert t.errno(lambda: t.tfs.synth_events.delete("e")) == errno.EBUSY
     t.tfs.top.set_enabled(t.event, False)
-    t.tfs.synth_events.delete("e")  # type: ignore[attr-defined]
+    t.tfs.synth_events.delete("e")
 
 
 def test_event_file_rules() -> None:
@@ -367,7 +367,7 @@ def test_ids_exhausted_is_enodev() -> None:
     # Every id up to TRACE_EVENT_TYPE_MAX handed out (common_type is a u16).
     tfs.events._next_id = TRACE_EVENT_TYPE_MAX + 1  # type: ignore[attr-defined]
     with pytest.raises(TracefsError) as info:
-        tfs.synth_events.run_command("e u64 a")  # type: ignore[attr-defined]
+        tfs.synth_events.run_command("e u64 a")
     assert info.value.errno == errno.ENODEV
 
 
@@ -380,7 +380,7 @@ def test_ids_exhausted_is_enodev() -> None:
        .map(lambda s: s.encode()))
 def test_any_command_succeeds_or_raises_tracefs_error(data: bytes) -> None:
     tfs = new_tracefs()
-    for write in (tfs.synth_events.write, tfs.dynamic_events.write):  # type: ignore[attr-defined]
+    for write in (tfs.synth_events.write, tfs.dynamic_events.write):
         try:
             write(data, ROOT)
         except TracefsError:
