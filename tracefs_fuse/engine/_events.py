@@ -181,6 +181,19 @@ class EventTable:
     def by_id(self, event_id: int) -> TraceEvent | None:
         return self._by_id.get(event_id)
 
+    def live(self, event: TraceEvent) -> TraceEvent:
+        """``event_file_file()``: ``event`` itself while it is still in the table.
+
+        Files opened before an event was removed outlive it (an id may even
+        have been reused since), so every use checks identity.
+
+        Raises:
+            TracefsError: ENODEV once the event has been removed.
+        """
+        if self._by_id.get(event.id) is not event:
+            raise TracefsError(errno.ENODEV, f"{event.system}:{event.name} was removed")
+        return event
+
     def find(self, system: str, name: str) -> TraceEvent | None:
         return self._by_name.get((system, name))
 

@@ -95,14 +95,9 @@ class EventsDir:
         for event in members:
             yield Dir(event.name, lambda event=event: self._event_entries(event))
 
-    def _live(self, event: TraceEvent) -> TraceEvent:
-        if self.events.by_id(event.id) is not event:
-            raise TracefsError(errno.ENODEV, f"{event.system}:{event.name} was removed")
-        return event
-
     def _event_entries(self, event: TraceEvent) -> Iterator[Node]:
         tr = self.trace_array
-        live = self._live
+        live = self.events.live
 
         def enable_read() -> str:
             return "1\n" if tr.enabled(live(event)) else "0\n"

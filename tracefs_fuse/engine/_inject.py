@@ -237,9 +237,7 @@ class InjectFile(OpenFile):
             raise TracefsError(errno.EINVAL, "inject writes must be shorter than a page")
         text = _c_text(data)
         tr = self.trace_array
-        if tr.events.by_id(self.event.id) is not self.event:
-            raise TracefsError(errno.ENODEV, f"{self.event.system}:{self.event.name} was removed")
-        entry = parse_entry(self.event, text, task)
+        entry = parse_entry(tr.events.live(self.event), text, task)
         if len(entry) < TRACE_ENTRY.size:
             # The reservation (rounded up to 4 bytes) is shorter than the
             # header trace_event_setup() writes into it: what stays is that
