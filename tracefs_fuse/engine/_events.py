@@ -57,6 +57,10 @@ class TraceEvent:
         self.status = Probe(0)
         #: The trace arrays' files in which the event is enabled: its recorders.
         self.files: list[EventFile] = []
+        #: ``call->refcnt``: files held by code (``trace_get_event_file`` takes
+        #: one through ``trace_event_try_get_ref``); kinds that refuse deletion
+        #: while it is held check it.
+        self.file_refs = 0
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.system}:{self.name} id={self.id}>"

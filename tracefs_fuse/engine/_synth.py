@@ -310,8 +310,6 @@ class SynthEvent(TraceEvent):
         self.synth_fields = placed
         self.n_u64 = sum(f.n_u64 for f in placed)
         self.dynamic_fields = tuple(f for f in placed if f.is_dynamic)
-        #: ``call->refcnt``: files held by code (``trace_get_event_file``).
-        self.file_refs = 0
 
     @property
     def fixed_size(self) -> int:
@@ -674,7 +672,7 @@ class SynthEvents:
             TracefsError: EBUSY while a file is held, or while it is enabled
                 or has a probe (``probe_remove_event_call``).
         """
-        if event.file_refs:
+        if event.file_refs:  # trace_event_dyn_busy()
             raise TracefsError(errno.EBUSY, f"{event.name} is held by code")
         if event.status:
             raise TracefsError(errno.EBUSY, f"{event.name} is enabled")
@@ -735,8 +733,7 @@ class EventFileRef:
         if not self.held:
             raise TracefsError(errno.EINVAL, "event file already put")
         self.held = False
-        if isinstance(self.event, SynthEvent):
-            self.event.file_refs -= 1
+        self.event.file_refs -= 1
 
     def synth_event(self) -> SynthEvent:
         """The synthetic event behind the file (held, so it cannot be gone).
@@ -760,8 +757,7 @@ def get_event_file(trace_array: TraceArray, system: str, name: str,
     event = trace_array.events.find(system, name)
     if event is None or not event.enableable:
         raise TracefsError(errno.EINVAL, f"no event {system}:{name}")
-    if isinstance(event, SynthEvent):
-        event.file_refs += 1  # trace_event_dyn_try_get_ref
+    event.file_refs += 1  # trace_event_try_get_ref
     return EventFileRef(trace_array, event, nr_cpus)
 
 
