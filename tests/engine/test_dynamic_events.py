@@ -15,6 +15,7 @@ from tracefs_fuse.engine._uapi import Abi
 from tracefs_fuse.engine._user_events import UserEventRegistry, UserEventsFile, UserEventsProvider
 
 from .fakes import FakeMemory
+from .synth_oracle import new_tracefs
 
 ROOT = Task(pid=1, tgid=Tgid(1), perfmon=True)
 USER = Task(pid=2, tgid=Tgid(2), perfmon=False)
@@ -144,3 +145,18 @@ def test_delete_busy_event_is_ebusy_and_truncate_refuses() -> None:
     f.release()
     d.dyn.release_all(ROOT)
     assert d.dyn.render() == ""
+
+
+def test_truncate_of_one_kind_skips_busy_events_of_others() -> None:
+    """``dyn_events_release_all(type)``: busy and freed only among that type."""
+    tfs = new_tracefs()
+    tfs.dynamic_events.write(b"u:busy u32 x\ns:syn u64 a\n", ROOT)
+    held = UserEventsFile(tfs.registry)
+    held.ref_add(tfs.registry.named("busy")[0], Abi.MAINLINE)
+    with pytest.raises(TracefsError) as info:
+        tfs.dynamic_events.release_all(ROOT)
+    assert info.value.errno == errno.EBUSY
+    assert tfs.dynamic_events.render() == "u:busy u32 x\ns:synthetic/syn\tu64 a\n"
+    tfs.synth_events.release_all(ROOT)
+    assert tfs.dynamic_events.render() == "u:busy u32 x\n"
+    held.release()

@@ -167,16 +167,23 @@ class DynamicEvents:
         finally:
             self._on_release()
 
-    def release_all(self, task: Task) -> None:
+    def release_all(self, task: Task, kind: type | None = None) -> None:
         """``dyn_events_release_all``: what opening with O_TRUNC does.
 
+        Args:
+            task: who deletes.
+            kind: only events of this class (the kernel's ``type``, its
+                ``dyn_event_operations``); None for every kind.
+
         Raises:
-            TracefsError: EBUSY (nothing deleted) if any event is busy.
+            TracefsError: EBUSY (nothing deleted) if any of them is busy; the
+                first failing deletion's error (those before it are gone).
         """
+        chosen = [entry for entry in self.entries if kind is None or isinstance(entry, kind)]
         try:
-            if any(entry.is_busy() for entry in self.entries):
+            if any(entry.is_busy() for entry in chosen):
                 raise TracefsError(errno.EBUSY, "a dynamic event is in use")
-            for entry in list(self.entries):
+            for entry in chosen:
                 entry.free(task)
         finally:
             self._on_release()

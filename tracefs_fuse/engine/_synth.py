@@ -42,7 +42,7 @@ Kernel: kernel/trace/trace_events_synth.c, trace_synth.h, 6.12.
 from __future__ import annotations
 
 import errno
-from typing import Callable, Iterator, Sequence, Union
+from typing import Iterator, Sequence, Union
 
 import msgspec
 
@@ -550,15 +550,13 @@ class SynthEvents:
         events: the event table ids come from.
         dynamic_events: the shared ``dynamic_events`` list.
         error_log: where command errors are logged.
-        on_release: ``tracing_reset_all_online_cpus`` (after O_TRUNC deletions).
     """
 
-    def __init__(self, events: EventTable, dynamic_events: DynamicEvents, error_log: ErrorLog,
-                 on_release: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, events: EventTable, dynamic_events: DynamicEvents,
+                 error_log: ErrorLog) -> None:
         self.events = events
         self.dynamic_events = dynamic_events
         self.error_log = error_log
-        self._on_release = on_release
 
     def __iter__(self) -> Iterator[SynthEvent]:
         """In creation order (the shared ``dyn_event_list``)."""
@@ -685,11 +683,7 @@ class SynthEvents:
         Raises:
             TracefsError: the first deletion's EBUSY (those before it are gone).
         """
-        try:
-            for event in list(self):
-                self.destroy(event)
-        finally:
-            self._on_release()
+        self.dynamic_events.release_all(task, SynthEvent)
 
     def node(self) -> File:
         """The ``synthetic_events`` file (mode 0640)."""

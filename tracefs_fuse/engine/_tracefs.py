@@ -103,8 +103,7 @@ class Tracefs:
                                         self._publish_mmap)
         self.dynamic_events = DynamicEvents(on_release=self.top.reset_if_cleared)
         self.error_log = ErrorLog(now=clocks["local"].read)
-        self.synth_events = SynthEvents(self.events, self.dynamic_events, self.error_log,
-                                        on_release=self.top.reset_if_cleared)
+        self.synth_events = SynthEvents(self.events, self.dynamic_events, self.error_log)
         self.kprobe_events = KprobeEvents(self.error_log)
         # dyn_event_ops_list order: synth and kprobe (core_initcall, in link
         # order), then user_events (fs_initcall).
