@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 from tracefs_fuse.engine._errors import TracefsError
 from tracefs_fuse.engine._events import TRACE_EVENT_TYPE_MAX
 from tracefs_fuse.engine._synth import (ENOTSUPP, STR_VAR_LEN_MAX, EventFileRef, SynthEvent,
-                                        build_entry, get_event_file, gfp_flag_names, is_good_name,
-                                        synth_field_fmt, synth_field_signed, synth_field_size,
-                                        synth_field_string_size, trace, trace_start)
+                                        build_entry, dynamic_data, get_event_file, gfp_flag_names,
+                                        is_good_name, synth_field_fmt, synth_field_signed,
+                                        synth_field_size, synth_field_string_size, trace,
+                                        trace_start)
 from tracefs_fuse.engine._task import Task
 from tracefs_fuse.engine._tracefs import Tracefs
 
@@ -130,7 +131,7 @@ def test_record_layout_matches_kernel() -> None:
     """Slots of 8 bytes, a 256-byte static string, dynamic data after the slots."""
     event = _hs(new_tracefs())
     (theirs,) = oracle_records(HIST["hist-w2"]["raw"])
-    ours = build_entry(event, theirs[:8], HS_VALUES)
+    ours = build_entry(event, theirs[:8], HS_VALUES, dynamic_data(event, HS_VALUES))
     assert len(ours) == 8 + 8 * 37 + len(b"hello\0")
     assert same_record(ours, theirs, "")
 
@@ -155,7 +156,8 @@ def test_print_trace(fields: str, values: list, text: str) -> None:
     tfs = new_tracefs()
     tfs.synth_events.run_command(f"e {fields}")
     event = tfs.synth_events.find("e")
-    assert event.print_trace(build_entry(event, bytes(8), values)) == text
+    entry = build_entry(event, bytes(8), values, dynamic_data(event, values))
+    assert event.print_trace(entry) == text
 
 
 @pytest.mark.parametrize(("addrs", "longs", "reserved"), [
@@ -169,7 +171,7 @@ def test_stack_layout(addrs: list[int], longs: list[int], reserved: int) -> None
     tfs = new_tracefs()
     tfs.synth_events.run_command("e long[] st")
     event = tfs.synth_events.find("e")
-    entry = build_entry(event, bytes(8), [addrs])
+    entry = build_entry(event, bytes(8), [addrs], dynamic_data(event, [addrs]))
     # {u16 offset; u16 len}: the data follows the one slot, len in bytes.
     assert int.from_bytes(entry[8:12], "little") == (8 * len(longs)) << 16 | 16
     data = entry[16:]
@@ -182,7 +184,8 @@ def test_static_string_keeps_255_bytes_and_a_nul() -> None:
     tfs = new_tracefs()
     tfs.synth_events.run_command("e char[16] s")
     event = tfs.synth_events.find("e")
-    entry = build_entry(event, bytes(8), [b"x" * 300])
+    values = [b"x" * 300]
+    entry = build_entry(event, bytes(8), values, dynamic_data(event, values))
     assert len(entry) == 8 + STR_VAR_LEN_MAX
     assert entry[8:8 + 255] == b"x" * 255 and entry[8 + 255] == 0
 
@@ -429,7 +432,8 @@ def test_libtraceevent_decodes_ours_as_the_kernels() -> None:
     """Our format and record read by libtraceevent = the kernel's record read by it."""
     event = _hs(new_tracefs())
     (theirs,) = oracle_records(HIST["hist-w2"]["raw"])
-    ours = build_entry(event, event.id.to_bytes(2, "little") + theirs[2:8], HS_VALUES)
+    ours = build_entry(event, event.id.to_bytes(2, "little") + theirs[2:8], HS_VALUES,
+                       dynamic_data(event, HS_VALUES))
     theirs = event.id.to_bytes(2, "little") + theirs[2:]  # their id, ours in the format
     expected = "v=9223372036854775807, id=7, name=hello, w=-2, dname=hello, small=4660"
     assert tep_print(event.format_text(), ours) == expected

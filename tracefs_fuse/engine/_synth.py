@@ -186,6 +186,8 @@ class SynthField(msgspec.Struct, frozen=True, kw_only=True):
     is_stack: bool
     #: ``field->offset``: the index of its first u64 slot.
     slot: int = 0
+    #: ``field->field_pos``: its index among the event's fields.
+    field_pos: int = 0
 
     @property
     def offset(self) -> int:
@@ -204,11 +206,11 @@ class SynthField(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def layout(fields: Sequence[SynthField]) -> tuple[SynthField, ...]:
-    """``synth_event_define_fields``: give each field its slot, in order."""
+    """``synth_event_define_fields``: give each field its slot and position, in order."""
     placed = []
     slot = 0
-    for field in fields:
-        placed.append(msgspec.structs.replace(field, slot=slot))
+    for pos, field in enumerate(fields):
+        placed.append(msgspec.structs.replace(field, slot=slot, field_pos=pos))
         slot += field.n_u64
     return tuple(placed)
 
@@ -507,37 +509,48 @@ def _integer(value: SynthValue) -> int:
     return value
 
 
-def build_entry(event: SynthEvent, header: bytes, values: Sequence[SynthValue]) -> bytes:
+def dynamic_data(event: SynthEvent,
+                 values: Sequence[SynthValue]) -> list[tuple[bytes, int]]:
+    """Each dynamic field's bytes and reserved room, for the fields ``values`` reaches.
+
+    The kernel sums the room (``data_size``) to reserve the record before it
+    checks the number of values; :func:`build_entry` then stores the bytes.
+
+    Raises:
+        TypeError: a value of the wrong Python type for its dynamic field.
+    """
+    return [_dynamic_data(field, values[field.field_pos])
+            for field in event.dynamic_fields if field.field_pos < len(values)]
+
+
+def build_entry(event: SynthEvent, header: bytes, values: Sequence[SynthValue],
+                dynamic: list[tuple[bytes, int]]) -> bytes:
     """The record ``synth_event_trace_array`` commits for ``values``.
+
+    Args:
+        event: the event.
+        header: the record's common fields.
+        values: one per field.
+        dynamic: :func:`dynamic_data` of the same values.
 
     Raises:
         TypeError: a value of the wrong Python type for its field.
     """
-    reserved = 0
+    pieces = iter(dynamic)
     data = bytearray()
     slots = bytearray()
     for field, value in zip(event.synth_fields, values):
         if field.is_dynamic:
-            blob, room = _dynamic_data(field, value)
+            blob, _ = next(pieces)
             loc = (len(blob) << 16) | (event.fixed_size + len(data))
             slots += loc.to_bytes(4, "little").ljust(_U64, b"\0")
             data += blob
-            reserved += room
         elif field.is_string:
             slots += _static_string(_string(value))
         else:
             slots += _number(_integer(value), field.size)
+    reserved = sum(room for _, room in dynamic)
     return header + bytes(slots) + bytes(data).ljust(reserved, b"\0")
-
-
-def dynamic_room(event: SynthEvent, values: Sequence[SynthValue]) -> int:
-    """The dynamic bytes reserved before the values are checked (``data_size``)."""
-    room = 0
-    for field in event.dynamic_fields:
-        position = event.synth_fields.index(field)
-        if position < len(values):
-            room += _dynamic_data(field, values[position])[1]
-    return room
 
 
 # -- the registry ---------------------------------------------------------------------
@@ -777,7 +790,8 @@ def trace(file: EventFileRef, values: Sequence[SynthValue], task: Task) -> None:
     tr = file.trace_array
     if not tr.enabled(event):
         return
-    size = event.fixed_size + dynamic_room(event, values)
+    dynamic = dynamic_data(event, values)
+    size = event.fixed_size + sum(room for _, room in dynamic)
     if not tr.can_record(size, task.cpu):
         raise TracefsError(errno.EINVAL, "no room for the record (tracing off or too large)")
     header = _header(event, task)
@@ -785,7 +799,7 @@ def trace(file: EventFileRef, values: Sequence[SynthValue], task: Task) -> None:
         tr.record(header.ljust(size, b"\0"), task)
         raise TracefsError(errno.EINVAL, f"{event.name} has {len(event.synth_fields)} fields, "
                                          f"got {len(values)} values")
-    tr.record(build_entry(event, header, values), task)
+    tr.record(build_entry(event, header, values, dynamic), task)
 
 
 class SynthTraceState:
