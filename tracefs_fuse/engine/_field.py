@@ -19,6 +19,15 @@ import msgspec
 
 #: Bytes the kernel treats as white space (lib/ctype.c: ``_S`` incl. 0xA0 NBSP).
 KERNEL_SPACE = " \t\n\v\f\r\xa0"
+#: ``isdigit``: ASCII digits only.
+KERNEL_DIGITS = frozenset("0123456789")
+#: ``isalpha`` (lib/ctype.c over Latin-1): the accented letters count too,
+#: 192-255 but for 215 (multiplication) and 247 (division sign).
+KERNEL_ALPHA = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    + "".join(chr(c) for c in range(192, 256) if c not in (215, 247)))
+#: ``isalnum``.
+KERNEL_ALNUM = KERNEL_ALPHA | KERNEL_DIGITS
 
 
 class Field(msgspec.Struct, frozen=True, kw_only=True):

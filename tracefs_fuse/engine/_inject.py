@@ -37,7 +37,7 @@ import msgspec
 
 from ._errors import TracefsError
 from ._events import TraceEvent
-from ._field import COMMON_FIELDS, TRACE_ENTRY, Field
+from ._field import COMMON_FIELDS, KERNEL_ALNUM, KERNEL_DIGITS, KERNEL_SPACE, TRACE_ENTRY, Field
 from ._kstrto import kstrtoll, kstrtoull
 from ._task import Task
 from ._trace_array import TraceArray
@@ -50,12 +50,7 @@ INJECT_MODE = 0o200
 PAGE_SIZE = 4096
 #: MAX_FILTER_STR_VAL: a quoted string must be shorter.
 MAX_FILTER_STR_VAL = 256
-# lib/ctype.c classes over Latin-1 (isalnum counts the accented letters).
-_SPACE = frozenset(" \t\n\v\f\r\xa0")
-_DIGITS = frozenset("0123456789")
-_ALNUM = _DIGITS | frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-    + "".join(chr(c) for c in range(192, 256) if c not in (215, 247)))
+_SPACE = frozenset(KERNEL_SPACE)
 
 
 
@@ -104,7 +99,7 @@ def _parse_field(text: str, pos: int, event: TraceEvent) -> tuple[InjectField, i
     while i < len(text) and text[i] in _SPACE:
         i += 1
     start = i
-    while i < len(text) and (text[i] in _ALNUM or text[i] == "_"):
+    while i < len(text) and (text[i] in KERNEL_ALNUM or text[i] == "_"):
         i += 1
     if i == start:
         raise TracefsError(errno.EINVAL, "no field name")
@@ -120,12 +115,12 @@ def _parse_field(text: str, pos: int, event: TraceEvent) -> tuple[InjectField, i
         i += 1
     start = i
     first = text[i:i + 1]
-    if first and (first in _DIGITS or first == "-"):
+    if first and (first in KERNEL_DIGITS or first == "-"):
         if field.filter_type.is_string:
             raise TracefsError(errno.EINVAL, f"{field.name} takes a string")
         if first == "-":
             i += 1
-        while i < len(text) and text[i] in _ALNUM:  # "We allow 0xDEADBEEF"
+        while i < len(text) and text[i] in KERNEL_ALNUM:  # "We allow 0xDEADBEEF"
             i += 1
         if i < len(text) and text[i] not in _SPACE:
             raise TracefsError(errno.EINVAL, "junk after a number")

@@ -42,6 +42,7 @@ import errno
 from ._dynamic_events import DynamicEvents, parse_run_command
 from ._error_log import ErrorLog
 from ._errors import TracefsError
+from ._field import KERNEL_DIGITS
 from ._kstrto import kstrtou32, kstrtoull
 from ._task import Task
 from ._tree import File, text_file
@@ -120,7 +121,7 @@ class KprobeEvents:
         is_return = head[0] == "r"
         plog = _ProbeLog(self.error_log, argv)
         colon = head.find(":", 1)
-        if head[1:2] and head[1:2] in "0123456789":
+        if head[1:2] in KERNEL_DIGITS:
             if not is_return:
                 raise plog.err(1, ERR_BAD_MAXACT_TYPE)
             maxactive = head[1:colon] if colon >= 0 else head[1:]

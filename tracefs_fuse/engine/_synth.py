@@ -50,7 +50,8 @@ from ._dynamic_events import DynamicEvents, parse_run_command
 from ._error_log import ErrorLog, err_pos
 from ._errors import TracefsError
 from ._events import EventTable, TraceEvent
-from ._field import KERNEL_SPACE, TRACE_ENTRY, TRACE_ENTRY_SIZE, Field
+from ._field import (KERNEL_ALNUM, KERNEL_ALPHA, KERNEL_SPACE, TRACE_ENTRY, TRACE_ENTRY_SIZE,
+                     Field)
 from ._kstrto import kstrtou32
 from ._task import Task
 from ._trace_array import TraceArray
@@ -96,18 +97,11 @@ SYNTH_TYPES: dict[str, tuple[int, str]] = {
     "bool": (1, "%d"), "pid_t": (4, "%d"), "gfp_t": (4, "%x"),
 }
 
-# lib/ctype.c: Latin-1 letters count as alpha (192-255 but for 215 and 247).
-_ALPHA = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-    + "".join(chr(c) for c in range(192, 256) if c not in (215, 247)))
-_DIGITS = frozenset("0123456789")
-
-
 def is_good_name(name: str) -> bool:
     """``is_good_name``: a C identifier, letters as lib/ctype.c counts them."""
-    if not name or (name[0] not in _ALPHA and name[0] != "_"):
+    if not name or (name[0] not in KERNEL_ALPHA and name[0] != "_"):
         return False
-    return all(c in _ALPHA or c in _DIGITS or c == "_" for c in name[1:])
+    return all(c in KERNEL_ALNUM or c == "_" for c in name[1:])
 
 
 # -- the type table ---------------------------------------------------------------
