@@ -570,8 +570,9 @@ class SynthEvents:
         return (e for e in self.dynamic_events.entries if isinstance(e, SynthEvent))
 
     def find(self, name: str) -> SynthEvent | None:
-        """``find_synth_event``."""
-        return next((e for e in self if e.name == name), None)
+        """``find_synth_event``: by name, through the event table's index."""
+        event = self.events.find(SYNTH_SYSTEM, name)
+        return event if isinstance(event, SynthEvent) else None
 
     def render(self) -> str:
         """``synthetic_events``: ``name\\tfields`` per event."""
