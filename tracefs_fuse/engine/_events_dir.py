@@ -8,7 +8,8 @@ Rules:
     ``event_file_file()`` check, even through descriptors opened before.
   * Entry order is the kernel's getdents order: ``events/`` lists ``enable``,
     the header files, then systems; a system lists ``filter``, ``enable``, then
-    events, newest first; an event lists ``enable filter trigger format id``.
+    events, newest first (``ftrace/`` only its events); an event lists
+    ``enable filter trigger format id``.
 
 Kernel: kernel/trace/trace_events.c (``event_enable_read/write``,
 ``system_enable_read/write``, ``f_show``, ``event_id_read``), fs/tracefs/event_inode.c.
@@ -80,7 +81,8 @@ class EventsDir:
     def _system_entries(self, system: str) -> Iterator[Node]:
         tr = self.trace_array
         members = self.events.in_system(system)
-        if any(e.enableable for e in members):
+        # event_subsystem_dir(): "ftrace only has directories no files".
+        if system != "ftrace":
             def enable_system(data: bytes, task: Task) -> int:
                 tr.set_clr_event(_switch(data), system=system)
                 return len(data)
