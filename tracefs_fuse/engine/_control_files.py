@@ -1,10 +1,13 @@
 """Top-level control files about events: ``set_event``, ``available_events``, ``tracing_on``.
 
 Rules:
-  * ``set_event`` takes one token per write() (``[!][system:]event``, ``*`` as
-    a wildcard), like the kernel's ``trace_parser``: the rest of the buffer is
-    left for the caller to write again. Opening it with O_TRUNC disables every
-    event first.
+  * ``set_event`` takes one word per write(), like the kernel's
+    ``trace_parser``: white space or a NUL ends it (and is consumed with it),
+    the rest of the buffer is left for the caller to write again. The word is
+    ``[!]system:event`` (an empty or ``*`` side matches all) or ``[!]name``
+    (a system or an event of that name; ``*`` alone is no wildcard and
+    matches nothing). Opening the file with O_TRUNC disables every event
+    first.
   * Listings follow the event list order (newest first) and skip ftrace's own
     events, which cannot be enabled.
 
@@ -48,7 +51,8 @@ def _next_token(data: bytes) -> tuple[str, int]:
     while pos < len(text) and text[pos] in KERNEL_SPACE:
         pos += 1
     start = pos
-    while pos < len(text) and text[pos] not in KERNEL_SPACE:
+    # "while (cnt && !isspace(ch) && ch)": a NUL ends the word too.
+    while pos < len(text) and text[pos] not in KERNEL_SPACE and text[pos] != "\0":
         pos += 1
     token = text[start:pos]
     if len(token) > _EVENT_BUF_SIZE:
@@ -70,12 +74,13 @@ def set_event_write(tr: TraceArray, data: bytes) -> int:
     enable = not token.startswith("!")
     if not enable:
         token = token[1:]
+    # ftrace_set_clr_event(): '*' (or nothing) is a wildcard only beside a
+    # colon. A lone '*' would be one too with ":mod:<module>", which a
+    # tracefs without modules refuses like any unmatched word.
     if ":" in token:
         system, name = token.split(":", 1)
         tr.set_clr_event(enable, system=None if system in ("", "*") else system,
                          name=None if name in ("", "*") else name)
-    elif token == "*":
-        tr.set_clr_event(enable)
     else:
         tr.set_clr_event(enable, match=token)
     return consumed
