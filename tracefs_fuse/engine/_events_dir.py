@@ -22,7 +22,9 @@ from typing import Callable, Iterator
 
 from ._errors import TracefsError
 from ._events import EventTable, TraceEvent
+from ._field import KERNEL_SPACE
 from ._kstrto import kstrtoul_from_user
+from ._page import PAGE_SIZE
 from ._task import Task
 from ._trace_array import TraceArray
 from ._tree import TRACE_MODE_READ, TRACE_MODE_WRITE, Dir, Node, text_file
@@ -44,9 +46,27 @@ def _switch(data: bytes) -> bool:
     return bool(value)
 
 
-def _accept_clear(data: bytes) -> None:
-    """Filters: only ``0`` (clear) is accepted; filter expressions are not emulated."""
-    if data.split(b"\0", 1)[0].strip() != b"0":
+def _filter_string(data: bytes) -> str:
+    """``event_filter_write``/``subsystem_filter_write``: the text of a filter write.
+
+    What ``memdup_user_nul`` copies (up to a NUL), without the kernel's white
+    space (0xA0 included) around it, as ``strstrip`` leaves it.
+
+    Raises:
+        TracefsError: EINVAL for a write of a page or more.
+    """
+    if len(data) >= PAGE_SIZE:
+        raise TracefsError(errno.EINVAL, "filter writes must be shorter than a page")
+    return data.split(b"\0", 1)[0].decode("latin-1").strip(KERNEL_SPACE)
+
+
+def _apply_filter(filter_string: str) -> None:
+    """``apply_event_filter``: only ``0`` (clear) is accepted.
+
+    Raises:
+        TracefsError: EINVAL for anything else (filter expressions are not emulated).
+    """
+    if filter_string != "0":
         raise TracefsError(errno.EINVAL, "event filters are not emulated (only '0' clears)")
 
 
@@ -88,7 +108,7 @@ class EventsDir:
                 return len(data)
 
             def filter_system(data: bytes, task: Task) -> int:
-                _accept_clear(data)
+                _apply_filter(_filter_string(data))
                 return len(data)
 
             yield text_file("filter", lambda: SYSTEM_FILTER_TEXT, filter_system)
@@ -110,8 +130,9 @@ class EventsDir:
             return len(data)
 
         def filter_write(data: bytes, task: Task) -> int:
+            filter_string = _filter_string(data)
             live(event)
-            _accept_clear(data)
+            _apply_filter(filter_string)
             return len(data)
 
         if event.enableable:
