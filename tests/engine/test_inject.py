@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracefs_fuse.engine._errors import TracefsError
+from tracefs_fuse.engine._ftrace_events import TRACE_PRINT
 from tracefs_fuse.engine._inject import (INJECT_MODE, FilterType, filter_assign_type, find_field,
-                                         inject_files, parse_entry)
+                                         parse_entry)
 from tracefs_fuse.engine._tracefs import Tracefs
-from tracefs_fuse.engine._tree import File
+from tracefs_fuse.engine._tree import Dir, File
 
 from .synth_oracle import ROOT, golden, new_tracefs, replay
 
@@ -162,11 +165,42 @@ def test_file_rules() -> None:
     assert info.value.errno == errno.ENODEV
 
 
-def test_inject_files_only_for_enableable_events() -> None:
+#: event_callback(): inject where id is (call->event.type && call->class->reg).
+EVENT_FILES = {
+    "synthetic/e": ["enable", "filter", "trigger", "format", "id", "inject"],
+    "ftrace/print": ["trigger", "format", "id", "inject"],  # FTRACE_ENTRY_REG
+    "ftrace/raw_data": ["format"],  # no reg
+}
+
+
+@pytest.mark.parametrize(("path", "files"), EVENT_FILES.items())
+def test_inject_is_where_id_is(path: str, files: list[str]) -> None:
     tfs = new_tracefs()
-    files = inject_files(tfs.top)
-    assert [n.name for n in files(_event(tfs, "e u64 a"))] == ["inject"]
-    assert files(tfs.events.find("ftrace", "print")) == []
+    _event(tfs, "e u64 a")
+    node = tfs.lookup(f"events/{path}")
+    assert isinstance(node, Dir)
+    assert [n.name for n in node.entries()] == files
+
+
+def test_ftrace_files_match_this_kernel_but_inject(real_tracefs_root: Path) -> None:
+    """This 6.18 has no CONFIG_TRACE_EVENT_INJECT: the rest of the lists match."""
+    for path in ("ftrace/print", "ftrace/raw_data"):
+        kernel = os.listdir(real_tracefs_root / "events" / path)
+        assert [name for name in EVENT_FILES[path] if name != "inject"] == kernel
+
+
+def test_inject_into_ftrace_print() -> None:
+    """parse_entry(): ``buf`` (char[], size 0) takes no bytes; the record is
+    the header, ``ip`` and the extra NUL (entry_size + 1 = 17)."""
+    tfs = new_tracefs()
+    records: list[bytes] = []
+    record = tfs.top.record
+    tfs.top.record = lambda entry, task: (  # type: ignore[method-assign]
+        records.append(bytes(entry)), record(entry, task))[1]
+    handle = tfs.file("events/ftrace/print/inject").open(os.O_WRONLY, ROOT)
+    assert handle.write(b"ip=0x1234 buf='hello'", 0, ROOT) == 21
+    assert records == [struct.pack("<HBBiQ", TRACE_PRINT, 0, 0, ROOT.pid, 0x1234) + b"\0"]
+    assert tfs.buffer.get_total_entries().entries == 1
 
 
 @settings(max_examples=300, deadline=None)

@@ -524,7 +524,7 @@ class OwnText(_ftrace_events.FtraceEvent):
 
 def test_events_print_by_kind() -> None:
     s = Small()
-    own = OwnText("own", (), '""', has_id_file=False)
+    own = OwnText("own", (), '""', has_reg=False)
     s.fs.events.add(own)
     task = Task(pid=7, tgid=Tgid(7), comm="w")
     for type_ in (own.id, 4242):

@@ -68,8 +68,9 @@ class TraceEvent:
     #: False for events flagged TRACE_EVENT_FL_IGNORE_ENABLE (ftrace's own):
     #: no ``enable``/``filter``, not in ``available_events`` nor ``set_event``.
     enableable = True
-    #: Whether its directory has ``id`` and ``trigger`` (``ftrace:raw_data`` has neither).
-    has_id_file = True
+    #: ``call->class->reg``: whether probes can register at all. Its
+    #: directory then has ``id`` and ``inject`` (``ftrace:raw_data`` has none).
+    has_reg = True
     #: Kinds that print their own trace text (synthetic events) define
     #: ``print_trace(entry) -> str``; the rest use the generic field printer.
     print_trace: Callable[[bytes], str] | None = None

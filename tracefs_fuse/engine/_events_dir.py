@@ -9,9 +9,9 @@ Rules:
   * Entry order is the kernel's getdents order: ``events/`` lists ``enable``,
     the header files, then systems; a system lists ``filter``, ``enable``, then
     events, newest first (``ftrace/`` only its events); an event lists
-    ``enable filter trigger format id``.
+    ``enable filter trigger format id inject``, the files its kind has.
 
-Kernel: kernel/trace/trace_events.c (``event_enable_read/write``,
+Kernel: kernel/trace/trace_events.c (``event_callback``, ``event_enable_read/write``,
 ``system_enable_read/write``, ``f_show``, ``event_id_read``), fs/tracefs/event_inode.c.
 """
 
@@ -23,6 +23,7 @@ from typing import Callable, Iterator
 from ._errors import TracefsError
 from ._events import EventTable, TraceEvent
 from ._field import KERNEL_SPACE
+from ._inject import inject_node
 from ._kstrto import kstrtoul_from_user
 from ._page import PAGE_SIZE
 from ._task import Task
@@ -74,13 +75,11 @@ class EventsDir:
     """Builds the ``events/`` tree of one trace array."""
 
     def __init__(self, events: EventTable, trace_array: TraceArray,
-                 header_page: Callable[[], str], header_event: str,
-                 extra_files: Callable[[TraceEvent], list[Node]] = lambda event: []) -> None:
+                 header_page: Callable[[], str], header_event: str) -> None:
         self.events = events
         self.trace_array = trace_array
         self.header_page = header_page
         self.header_event = header_event
-        self.extra_files = extra_files
 
     def node(self) -> Dir:
         return Dir("events", self._top_entries)
@@ -135,12 +134,16 @@ class EventsDir:
             _apply_filter(filter_string)
             return len(data)
 
+        # event_callback(): events that can be enabled have every file;
+        # ftrace's own get format, print a trigger too ("with the exception
+        # of the print event"), and those with a reg (print) id and inject.
         if event.enableable:
             yield text_file("enable", enable_read, enable_write)
             yield text_file("filter", lambda: (live(event), "none\n")[1], filter_write)
-        if event.enableable or event.has_id_file:
-            yield text_file("trigger", lambda: (live(event), TRIGGER_TEXT)[1], mode=TRACE_MODE_WRITE)
+        if event.enableable or event.name == "print":
+            yield text_file("trigger", lambda: (live(event), TRIGGER_TEXT)[1],
+                            mode=TRACE_MODE_WRITE)
         yield text_file("format", lambda: live(event).format_text(), mode=TRACE_MODE_READ)
-        if event.enableable or event.has_id_file:
+        if event.has_reg:
             yield text_file("id", lambda: f"{live(event).id}\n")
-        yield from self.extra_files(event)
+            yield inject_node(event, tr)

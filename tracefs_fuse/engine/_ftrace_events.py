@@ -37,9 +37,9 @@ class FtraceEvent(TraceEvent):
     enableable = False
 
     def __init__(self, name: str, fields: tuple[Field, ...], print_fmt: str, *,
-                 has_id_file: bool) -> None:
+                 has_reg: bool) -> None:
         super().__init__("ftrace", name, fields, print_fmt)
-        self.has_id_file = has_id_file
+        self.has_reg = has_reg
 
 
 def print_event() -> FtraceEvent:
@@ -47,7 +47,7 @@ def print_event() -> FtraceEvent:
     return FtraceEvent("print", (
         Field(type="unsigned long", name="ip", offset=8, size=8, is_signed=False),
         Field(type="char[]", name="buf", offset=16, size=0, is_signed=False),
-    ), '"%ps: %s", (void *)REC->ip, REC->buf', has_id_file=True)
+    ), '"%ps: %s", (void *)REC->ip, REC->buf', has_reg=True)  # FTRACE_ENTRY_REG
 
 
 def raw_data_event() -> FtraceEvent:
@@ -55,7 +55,7 @@ def raw_data_event() -> FtraceEvent:
     return FtraceEvent("raw_data", (
         Field(type="unsigned int", name="id", offset=8, size=4, is_signed=False),
         Field(type="char[]", name="buf", offset=12, size=0, is_signed=False),
-    ), '"id:%04x %08x", REC->id, (int)REC->buf[0]', has_id_file=False)
+    ), '"id:%04x %08x", REC->id, (int)REC->buf[0]', has_reg=False)
 
 
 _PRINT_HEAD = struct.Struct("<Q")  # unsigned long ip

@@ -18,7 +18,10 @@ Rules:
     writer's CPU is outside ``tracing_cpumask``, nothing is recorded and the
     write still succeeds, as in the kernel.
   * Writes of a page or more are EINVAL; reads are EPERM; the file (mode
-    0200) exists for every event that can be enabled.
+    0200) exists for every event with a ``reg``, as ``id`` does: every event
+    that can be enabled, and ``ftrace:print`` (``FTRACE_ENTRY_REG``), whose
+    injected record is its header, ``ip`` and the NUL (``buf`` has size 0,
+    so a string for it is cut to nothing).
 
 Caveats (deliberate deviations):
   * ``comm="x"`` / ``COMM="x"`` is EINVAL. The kernel accepts it and stores a
@@ -31,7 +34,6 @@ Kernel: kernel/trace/trace_events_inject.c, trace_events_filter.c
 from __future__ import annotations
 
 import errno
-from typing import Callable
 
 import msgspec
 
@@ -41,7 +43,7 @@ from ._field import COMMON_FIELDS, KERNEL_ALNUM, KERNEL_DIGITS, KERNEL_SPACE, TR
 from ._kstrto import kstrtoll, kstrtoull
 from ._task import Task
 from ._trace_array import TraceArray
-from ._tree import File, Node, OpenFile
+from ._tree import File, OpenFile
 from ._filter_type import FilterType, filter_assign_type
 
 #: inject is write-only for its owner.
@@ -51,7 +53,6 @@ PAGE_SIZE = 4096
 #: MAX_FILTER_STR_VAL: a quoted string must be shorter.
 MAX_FILTER_STR_VAL = 256
 _SPACE = frozenset(KERNEL_SPACE)
-
 
 
 class InjectField(msgspec.Struct, frozen=True):
@@ -246,12 +247,3 @@ class InjectFile(OpenFile):
 
 def inject_node(event: TraceEvent, trace_array: TraceArray) -> File:
     return File("inject", INJECT_MODE, lambda flags, task: InjectFile(event, trace_array))
-
-
-def inject_files(trace_array: TraceArray) -> Callable[[TraceEvent], list[Node]]:
-    """``EventsDir(extra_files=...)``: ``inject`` for events with a ``reg`` (enableable)."""
-
-    def files(event: TraceEvent) -> list[Node]:
-        return [inject_node(event, trace_array)] if event.enableable else []
-
-    return files

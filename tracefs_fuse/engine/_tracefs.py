@@ -27,7 +27,6 @@ from ._error_log import ErrorLog, error_log_node
 from ._events_dir import EventsDir
 from ._ftrace_events import (TRACE_PRINT, TRACE_RAW_DATA, mark_raw_write, mark_write,
                              print_event, raw_data_event)
-from ._inject import inject_files
 from ._legacy_abi import LegacyRegistration
 from ._memory import ProcessMemory
 from ._output import OutputOptions, TraceOutput, marker_symbols
@@ -124,7 +123,7 @@ class Tracefs:
         self.events_dir = EventsDir(
             self.events, self.top,
             header_page=lambda: render_header_page(self.buffer.subbuf_size).decode("latin-1"),
-            header_event=HEADER_EVENT.decode("latin-1"), extra_files=inject_files(self.top))
+            header_event=HEADER_EVENT.decode("latin-1"))
         self.root = Dir("", self._root_entries, mode=ROOT_MODE)
 
     # -- what the adapter polls ---------------------------------------------------------
