@@ -90,6 +90,14 @@ def test_find_field_order() -> None:
     ("a=1\tb='x'", None), ("a =\t1", None), ("b=\"a'b\"", None), ("b='" + "x" * 255 + "'", None),
     ("b='" + "x" * 256 + "'", errno.EINVAL), ("b='x'a=1", None), ("b=", errno.EINVAL),
     ("\xe9=1", errno.ENOENT), ("a==1", errno.EINVAL), ("a=1 =2", errno.EINVAL),
+    # Generic fields have size 0, so any number that parses is EINVAL; int
+    # ones parse signed, char * ones (is_signed_type: no) unsigned.
+    ("CPU=1", errno.EINVAL), ("common_cpu=-1", errno.EINVAL),
+    ("CPU=9223372036854775808", errno.ERANGE), ("stacktrace=1", errno.EINVAL),
+    ("stacktrace=9223372036854775808", errno.EINVAL),
+    ("STACKTRACE=18446744073709551615", errno.EINVAL),
+    ("stacktrace=18446744073709551616", errno.ERANGE), ("stacktrace=-1", errno.EINVAL),
+    ("comm=1", errno.EINVAL),
 ])
 def test_parse(text: str, code: int | None) -> None:
     tfs = new_tracefs()

@@ -70,11 +70,15 @@ def _from_field(field: Field) -> InjectField:
                        filter_assign_type(field.type))
 
 
-# trace_define_generic_fields(): offset 0, size 0.
-_GENERIC_FIELDS = tuple(InjectField(name, 0, 0, True, kind) for name, kind in (
-    ("CPU", FilterType.CPU), ("cpu", FilterType.CPU), ("common_cpu", FilterType.CPU),
-    ("COMM", FilterType.COMM), ("comm", FilterType.COMM),
-    ("stacktrace", FilterType.STACKTRACE), ("STACKTRACE", FilterType.STACKTRACE)))
+# trace_define_generic_fields(): offset 0, size 0, is_signed_type(type): the
+# int fields are signed, the char * ones are not (so a number for them is
+# read by kstrtoull, and a size of 0 then refuses it).
+_GENERIC_FIELDS = tuple(InjectField(name, 0, 0, type_ == "int", kind) for type_, name, kind in (
+    ("int", "CPU", FilterType.CPU), ("int", "cpu", FilterType.CPU),
+    ("int", "common_cpu", FilterType.CPU),
+    ("char *", "COMM", FilterType.COMM), ("char *", "comm", FilterType.COMM),
+    ("char *", "stacktrace", FilterType.STACKTRACE),
+    ("char *", "STACKTRACE", FilterType.STACKTRACE)))
 _COMMON_FIELDS = tuple(_from_field(f) for f in COMMON_FIELDS)
 
 
