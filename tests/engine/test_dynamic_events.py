@@ -151,7 +151,7 @@ def test_truncate_of_one_kind_skips_busy_events_of_others() -> None:
     """``dyn_events_release_all(type)``: busy and freed only among that type."""
     tfs = new_tracefs()
     tfs.dynamic_events.write(b"u:busy u32 x\ns:syn u64 a\n", ROOT)
-    held = UserEventsFile(tfs.registry)
+    held = UserEventsFile()
     held.ref_add(tfs.registry.named("busy")[0], Abi.MAINLINE)
     with pytest.raises(TracefsError) as info:
         tfs.dynamic_events.release_all(ROOT)
