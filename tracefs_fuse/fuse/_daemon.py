@@ -121,6 +121,7 @@ class Daemon:
         self.pages = PagePusher()
         self._connector: ProcConnector | None = None
         self._connector_ready = trio.Event()
+        self._connector_error: OSError | None = None
 
     # -- who is calling ---------------------------------------------------------------
 
@@ -168,8 +169,16 @@ class Daemon:
     def _subscribe(self) -> None:
         """Listen to forks from now on (synchronously: the caller is still in its
         ioctl, so it cannot have forked yet)."""
-        if self._connector is None:
-            self._connector = ProcConnector()
+        if self._connector is None and self._connector_error is None:
+            try:
+                self._connector = ProcConnector()
+            except OSError as exc:
+                # Outside the initial user, pid and network namespaces the
+                # connector cannot be joined; registration must still work.
+                self._connector_error = exc
+                log.warning("process connector unavailable (%s): forked children "
+                            "will not inherit enablers", exc)
+                return
             self._connector_ready.set()
 
     def _unsubscribe_if_idle(self) -> None:
