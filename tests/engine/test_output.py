@@ -96,10 +96,9 @@ class Replay:
         self.steps: list[dict] = golden["cases"][case]
         self.pid: int = golden["pid"]
         kernel = golden["kernel"]
-        first_id = next((s["id"] for s in self.steps if s["op"] == "register"), None)
-        if first_id is not None:
-            # The kernel's ids are the lowest free too; start where it started.
-            monkeypatch.setattr(_events, "FIRST_DYNAMIC_ID", first_id)
+        # The kernel's ids are the lowest free too; start where it started.
+        first_id = next((s["id"] for s in self.steps if s["op"] == "register"),
+                        _events.FIRST_ID_UNKNOWN_HOST)
         if kernel.startswith("6.12"):
             # The oracle's tinyconfig kernel counts no preemption (PREEMPT_NONE
             # without PREEMPT_COUNT): its markers show "....." and no symbol
@@ -116,7 +115,8 @@ class Replay:
                              tai=self.clock, x86_tsc=self.clock, uptime_ns=self.clock,
                              counter=self.counter)
         self.memory = FakeMemory()
-        self.fs = Tracefs(nr_cpus=2, memory=self.memory, clocks=clocks, marker_ip=marker_ip)
+        self.fs = Tracefs(nr_cpus=2, memory=self.memory, clocks=clocks, marker_ip=marker_ip,
+                          first_event_id=first_id)
         self.options = OutputOptions()
         self.output = TraceOutput(self.fs.top, nr_cpus=2, ksym=ksym,
                                   options=lambda: self.options)

@@ -22,7 +22,7 @@ from ._buffer_files import BufferFiles, cmdline_entries
 from ._clock import TraceClocks
 from ._control_files import render_available_events, set_event_node, tracing_on_node
 from ._dynamic_events import DynamicEvents
-from ._events import EventTable
+from ._events import FIRST_ID_UNKNOWN_HOST, EventTable
 from ._error_log import ErrorLog, error_log_node
 from ._events_dir import EventsDir
 from ._ftrace_events import (TRACE_PRINT, TRACE_RAW_DATA, mark_raw_write, mark_write,
@@ -78,16 +78,19 @@ class Tracefs:
         marker_ip: the address ``trace_marker`` records as its ``ip`` (the
             host's ``tracing_mark_write``, so that tools that resolve it with
             the host's kallsyms print the kernel's name).
+        first_event_id: the first id of dynamic events (the adapter passes
+            :func:`~._events.first_dynamic_id` of the host's highest).
     """
 
     def __init__(self, *, nr_cpus: int, memory: ProcessMemory, clocks: TraceClocks,
                  abi: str = "auto", user_events_max: int = DEFAULT_USER_EVENTS_MAX,
-                 buffer_size_kb: int = 1410, marker_ip: int = 0) -> None:
+                 buffer_size_kb: int = 1410, marker_ip: int = 0,
+                 first_event_id: int = FIRST_ID_UNKNOWN_HOST) -> None:
         self.nr_cpus = nr_cpus
         self.clocks = clocks
         self._page_updates: list[PageUpdate] = []
         self.marker_ip = marker_ip
-        self.events = EventTable()
+        self.events = EventTable(first_event_id)
         self.events.add(print_event(), fixed_id=TRACE_PRINT)
         self.events.add(raw_data_event(), fixed_id=TRACE_RAW_DATA)
         self.cmdlines = SavedCmdlines()

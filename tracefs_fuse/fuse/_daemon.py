@@ -30,9 +30,11 @@ import trio
 
 from ..config import MountConfig
 from ..engine._clock import TraceClocks
+from ..engine._events import first_dynamic_id
 from ..engine._memory import Tgid
 from ..engine._task import Task
 from ..engine._tracefs import Tracefs
+from ._host_events import host_highest_event_id
 from ._memory import VmProcessMemory
 from ._mmap import MappingTracker, mount_device
 from ._operations import TracefsOperations
@@ -110,7 +112,8 @@ class Daemon:
         self.engine = Tracefs(
             nr_cpus=config.nr_cpus or possible_cpus(), memory=self.memory,
             clocks=host_clocks(), abi=config.abi, user_events_max=config.user_events_max,
-            buffer_size_kb=config.buffer_size_kb, marker_ip=marker_ip())
+            buffer_size_kb=config.buffer_size_kb, marker_ip=marker_ip(),
+            first_event_id=first_dynamic_id(host_highest_event_id()))
         self.ops = TracefsOperations(self.engine.root, self.control_task, uid=config.uid,
                                      gid=config.gid, root_mode=config.mode)
         self.handler: RequestHandler | None = None
