@@ -117,7 +117,7 @@ class Tracefs:
         self._status_version = 0
         self.registry = UserEventRegistry(
             self.events, memory, status_page=self.status_page, max_events=user_events_max,
-            era=next(iter(self.abis)) if len(self.abis) == 1 else Abi.MAINLINE,
+            era=next(iter(self.abis)) if len(self.abis) == 1 else None,
             on_created=self.dynamic_events.add, on_destroyed=self.dynamic_events.remove)
         self.dynamic_events.providers.append(UserEventsProvider(self.registry))
         legacy = (LegacyRegistration(self.registry)

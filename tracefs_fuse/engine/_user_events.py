@@ -133,8 +133,13 @@ class UserEvent(TraceEvent):
                                                  uapi.USER_EVENTS_MULTI_SYSTEM):
             return False
         # 5.18-6.3 user_event_match(): "if (match && argc > 0)": without
-        # fields the name alone decides.
-        if self.legacy and not argv:
+        # fields the name alone decides. Mainline's user_fields_match():
+        # "if (argc == 0) return list_empty(head)". An auto mount takes the
+        # old meaning where the new one finds nothing: no field-less event of
+        # this name exists, where mainline would answer ENOENT
+        # (docs/emulation.md, "dynamic_events in an auto mount").
+        if not argv and (self.legacy or self.registry.era is None
+                         and all(e.fields for e in self.registry.named(self.reg_name))):
             return True
         return fields_match(self.fields, argv)
 
@@ -213,14 +218,16 @@ class UserEventRegistry:
 
     def __init__(self, events: EventTable, memory: ProcessMemory, *,
                  status_page: StatusPage | None = None,
-                 max_events: int = DEFAULT_USER_EVENTS_MAX, era: Abi = Abi.MAINLINE,
+                 max_events: int = DEFAULT_USER_EVENTS_MAX, era: Abi | None = Abi.MAINLINE,
                  on_created: Callable[[UserEvent], None] = lambda event: None,
                  on_destroyed: Callable[[UserEvent], None] = lambda event: None) -> None:
         self.events = events
         self.memory = memory
         self.status_page = status_page
         self.max_events = max_events
-        #: The era ``dynamic_events`` creations follow: a pinned old mount's.
+        #: The era ``dynamic_events`` commands follow: a pinned mount's, or
+        #: None in an auto mount, where a command's own text decides
+        #: (:meth:`create_persistent`, :meth:`UserEvent.match`).
         self.era = era
         self._on_created = on_created
         self._on_destroyed = on_destroyed
@@ -329,14 +336,20 @@ class UserEventRegistry:
         Raises:
             TracefsError: as :meth:`find_or_create`.
         """
-        if self.era is Abi.MAINLINE:
-            event, _ = self.find_or_create(split_command(command_text),
-                                           uapi.USER_EVENT_REG_PERSIST, task)
+        command = split_command(command_text)
+        era = self.era
+        if era is None:
+            # An auto mount: text flags (``name:BPF_ITER``) were parsed only
+            # by 5.18-6.3 and are refused by mainline whatever they say, so a
+            # line carrying them is an old-era line.
+            era = Abi.MAINLINE if command.flags is None else Abi.V6_1
+        if era is Abi.MAINLINE:
+            event, _ = self.find_or_create(command, uapi.USER_EVENT_REG_PERSIST, task)
         else:
             # 5.18-6.3 user_event_create(): text flags ignored, an existing
             # name returned whatever its fields, no PERSIST (the self
             # reference every event had then; deletable without CAP_PERFMON).
-            event, _ = self.find_or_create(split_command(command_text), 0, task, self.era)
+            event, _ = self.find_or_create(command, 0, task, era)
         event.put()
         return event
 
