@@ -44,15 +44,15 @@ def missing_packages() -> list[str]:
 
 
 @contextmanager
-def build_lock(root: Path) -> Iterator[None]:
-    """One build at a time in this cache (waits for another process's)."""
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / "build.lock").open("w") as lock:
+def lock(path: Path, what: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path``, waiting for another process's."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            log("another build holds the lock; waiting for it")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            log(f"another process is {what}; waiting for it")
+            fcntl.flock(f, fcntl.LOCK_EX)
         yield
 
 
@@ -109,6 +109,11 @@ def build_kernel(root: Path, kernel: str, variant: str = "") -> Path:
                           f"`make oracle-test` installs them)")
     base = root / f"linux-{kernel}"
     out = base if not variant else root / f"linux-{kernel}-{variant}"
+    with lock(base / "build.lock", f"building {base.name}"):
+        return _build(root, kernel, variant, base, out)
+
+
+def _build(root: Path, kernel: str, variant: str, base: Path, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     stamps = Stamps(out / "stamps.json")
     deb = _debian.fetch(f"linux-source-{kernel}", root / "debs")
@@ -147,7 +152,8 @@ def build_kernel(root: Path, kernel: str, variant: str = "") -> Path:
     if not stamps.fresh("bzImage", config_key) or not (out / "bzImage").exists():
         log(f"make bzImage, {os.cpu_count()} jobs (several minutes; log: {out / 'make.log'})")
         t = time.monotonic()
-        _make(src, build, "bzImage", logfile=out / "make.log")
+        with lock(root / "compile.lock", "compiling a kernel"):
+            _make(src, build, "bzImage", logfile=out / "make.log")
         shutil.copy2(build / "arch/x86/boot/bzImage", out / "bzImage")
         shutil.copy2(build / ".config", out / "config")
         stamps.record("bzImage", config_key)
@@ -156,7 +162,10 @@ def build_kernel(root: Path, kernel: str, variant: str = "") -> Path:
     if not stamps.fresh("headers", src_version) or not (out / "usr/include").exists():
         log("installing the uapi headers")
         shutil.rmtree(out / "usr", ignore_errors=True)
-        _make(src, build, "headers_install", logfile=out / "make.log", INSTALL_HDR_PATH=str(out / "usr"))
+        # "make headers" fills build/usr/include (headers_install would copy
+        # them on with rsync, one more host package for nothing).
+        _make(src, build, "headers", logfile=out / "make.log")
+        shutil.copytree(build / "usr/include", out / "usr/include")
         header = out / "usr/include/linux/user_events.h"
         if not header.exists():
             # 6.1 keeps the ABI header out of uapi (include/linux/), though
