@@ -8,14 +8,14 @@ import subprocess
 import pytest
 
 from ..integration.conftest import Mount, start_mount, stop_mount
-from .conftest import Oracle, run_here
+from .conftest import Kernel, run_here
 
 pytestmark = [pytest.mark.oracle, pytest.mark.uses_fuse]
 
 TRACING = "/sys/kernel/tracing"
 
 
-def test_user_events_errnos_match_linux_6_12(oracle_6_12: Oracle, static_client,  # type: ignore[no-untyped-def]
+def test_user_events_errnos_match_linux_6_12(oracle_6_12: Kernel, static_client,  # type: ignore[no-untyped-def]
                                              tracefs: Mount) -> None:
     exe = static_client("ue_cases")
     kernel = oracle_6_12.run([exe], f"./ue_cases {TRACING}").splitlines()
@@ -26,14 +26,14 @@ def test_user_events_errnos_match_linux_6_12(oracle_6_12: Oracle, static_client,
     assert ours == kernel
 
 
-def test_user_events_flow_matches_linux_6_12(oracle_6_12: Oracle, static_client,  # type: ignore[no-untyped-def]
+def test_user_events_flow_matches_linux_6_12(oracle_6_12: Kernel, static_client,  # type: ignore[no-untyped-def]
                                              tracefs: Mount) -> None:
     exe = static_client("ue_flow")
     assert (run_here(exe, str(tracefs)).splitlines()
             == oracle_6_12.run([exe], f"./ue_flow {TRACING}").splitlines())
 
 
-def test_forks_and_threads_match_linux_6_12(oracle_6_12: Oracle, static_client,  # type: ignore[no-untyped-def]
+def test_forks_and_threads_match_linux_6_12(oracle_6_12: Kernel, static_client,  # type: ignore[no-untyped-def]
                                             tracefs: Mount) -> None:
     exe = static_client("ue_procs")
     kernel = oracle_6_12.run([exe], f"./ue_procs {TRACING} fork").splitlines()
@@ -41,7 +41,7 @@ def test_forks_and_threads_match_linux_6_12(oracle_6_12: Oracle, static_client, 
 
 
 def test_thread_registration_is_per_process_here_per_thread_in_linux(  # type: ignore[no-untyped-def]
-        oracle_6_12: Oracle, static_client, tracefs: Mount) -> None:
+        oracle_6_12: Kernel, static_client, tracefs: Mount) -> None:
     """A documented divergence (docs/emulation.md).
 
     The kernel attaches enabler state to the *thread* that registered first
@@ -56,7 +56,7 @@ def test_thread_registration_is_per_process_here_per_thread_in_linux(  # type: i
         "thread: bit set", "thread: bit clear"]
 
 
-def test_mmap_abi_matches_linux_6_12(oracle_6_12: Oracle, static_client,  # type: ignore[no-untyped-def]
+def test_mmap_abi_matches_linux_6_12(oracle_6_12: Kernel, static_client,  # type: ignore[no-untyped-def]
                                      tracefs: Mount) -> None:
     exe = static_client("rb_mmap")
     # A fresh instance has the default buffer size of a new tracefs-fuse mount.
@@ -84,7 +84,7 @@ def without_known_divergences(lines: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("mount_options", [("--abi", "6.1")])
-def test_status_page_abi_matches_linux_6_1(oracle_6_1: Oracle, static_client,  # type: ignore[no-untyped-def]
+def test_status_page_abi_matches_linux_6_1(oracle_6_1: Kernel, static_client,  # type: ignore[no-untyped-def]
                                            tracefs: Mount) -> None:
     exe = static_client("legacy_status_page")
     kernel = oracle_6_1.run([exe], f"./legacy_status_page {TRACING}").splitlines()
@@ -92,7 +92,7 @@ def test_status_page_abi_matches_linux_6_1(oracle_6_1: Oracle, static_client,  #
     assert without_known_divergences(ours) == without_known_divergences(kernel)
 
 
-def test_status_page_abi_in_auto_mount_matches_linux_6_1(oracle_6_1: Oracle, static_client,  # type: ignore[no-untyped-def]
+def test_status_page_abi_in_auto_mount_matches_linux_6_1(oracle_6_1: Kernel, static_client,  # type: ignore[no-untyped-def]
                                                           tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The 6.1 example flow runs unchanged in a default (auto) mount too.
 

@@ -7,7 +7,9 @@ resulting ``.config``.
 
 Why each group is here:
 
-* boot and console: a 64-bit SMP kernel (races need two CPUs), an
+* boot and console: a 64-bit SMP kernel (races need two CPUs) that finds
+  its CPUs in QEMU's ACPI tables (the BIOS's MP table may list only the
+  boot CPU when its own AP wake-up loses a race under TCG), an
   initramfs, 8250 serial ports (ttyS0 is the console, ttyS1 and ttyS2
   carry the program's output and exit status: ``_vm.py``);
 * what busybox and static glibc programs use: ELF and ``#!`` scripts, proc,
@@ -33,6 +35,7 @@ BASE = (
     "CONFIG_64BIT=y",
     "CONFIG_SMP=y",
     "CONFIG_NR_CPUS=4",
+    "CONFIG_ACPI=y",
     "CONFIG_PRINTK=y",
     "CONFIG_BUG=y",
     "CONFIG_TTY=y",
