@@ -10,12 +10,16 @@ native FUSE bridge and pyfuse3, in that order) is imported on first use.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import MountConfig
 
+if TYPE_CHECKING:  # what type checkers see of the lazy names (py.typed)
+    from ._serve import serve as serve
+    from .fuse._session import BridgeInactiveError as BridgeInactiveError
+
 __version__ = "0.1.0"
-__all__ = ["MountConfig", "serve"]
+__all__ = ["BridgeInactiveError", "MountConfig", "serve"]
 
 
 def __getattr__(name: str) -> Any:
@@ -23,4 +27,8 @@ def __getattr__(name: str) -> Any:
         from ._serve import serve
 
         return serve
+    if name == "BridgeInactiveError":
+        from .fuse._session import BridgeInactiveError
+
+        return BridgeInactiveError
     raise AttributeError(name)
