@@ -17,7 +17,12 @@ Why each group is here:
   file locks;
 * what is tested: ftrace, user_events, synthetic events and hist triggers
   (the synthetic-event captures), perf events (``perf_test``), debugfs
-  (6.1's selftests and sample use ``/sys/kernel/debug/tracing``).
+  (6.1's selftests and sample use ``/sys/kernel/debug/tracing``);
+* what the golden files in tests/data were captured with: uprobe events
+  (listed by the synthetic-event captures), and no kallsyms (trace_marker
+  records print their ip as an address, which tests/engine/test_output.py
+  replays). Only ``EXPERT`` lets kallsyms be switched off; it also hides
+  defaults such as shmem, hence the explicit lines.
 
 Linux 6.1 puts ``USER_EVENTS`` behind ``depends on BROKEN || COMPILE_TEST``
 ("API needs to be straighten out"); ``COMPILE_TEST`` satisfies it without
@@ -32,6 +37,7 @@ from pathlib import Path
 from ._log import OracleError
 
 BASE = (
+    "CONFIG_EXPERT=y",
     "CONFIG_64BIT=y",
     "CONFIG_SMP=y",
     "CONFIG_NR_CPUS=4",
@@ -49,6 +55,7 @@ BASE = (
     "CONFIG_SYSFS=y",
     "CONFIG_DEVTMPFS=y",
     "CONFIG_TMPFS=y",
+    "CONFIG_SHMEM=y",
     "CONFIG_MULTIUSER=y",
     "CONFIG_FUTEX=y",
     "CONFIG_POSIX_TIMERS=y",
@@ -61,6 +68,8 @@ BASE = (
     "CONFIG_USER_EVENTS=y",
     "CONFIG_SYNTH_EVENTS=y",
     "CONFIG_HIST_TRIGGERS=y",
+    "CONFIG_UPROBE_EVENTS=y",
+    "# CONFIG_KALLSYMS is not set",
 )
 
 PER_KERNEL = {
