@@ -22,9 +22,16 @@ test:
 bench:
 	$(VENV)/bin/python -m bench
 
-# Differential tests against a real 6.12 / 6.1 kernel booted in QEMU
-# (../shared/tools/kernel-oracle; the first run builds the kernels, ~8 min each).
+# Differential tests against real 6.12 and 6.1 kernels booted in QEMU, and the
+# kernels' own user_events selftests on both sides (tests/oracle, docs/oracle.md).
+# The first run installs the build tools and builds both kernels (4-8 min each,
+# cached in ~/.cache/tracefs-fuse-oracle).
+ORACLE := $(VENV)/bin/python -m tests.oracle.kernel
 oracle-test:
+	@missing="$$($(ORACLE) missing-packages)"; if [ -n "$$missing" ]; then \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $$missing; fi
+	$(ORACLE) build 6.12
+	$(ORACLE) build 6.1
 	$(VENV)/bin/pytest -m oracle tests/oracle
 
 clean:

@@ -73,6 +73,24 @@ def static_client(tmp_path_factory: pytest.TempPathFactory, oracle_6_12: Kernel)
     return build
 
 
+#: (kernel, selftest, mode) -> (outcome on the kernel, outcome here), filled
+#: by test_selftests.py and printed at the end of the session.
+SELFTEST_RESULTS = pytest.StashKey[dict]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    results = terminalreporter.config.stash.get(SELFTEST_RESULTS, None)
+    if not results:
+        return
+    terminalreporter.section("user_events selftests: cases passed (kernel | tracefs-fuse per mode)")
+    for (kernel, test, mode), (theirs, ours) in sorted(results.items()):
+        total = len(theirs.cases)
+        status = "" if ours.finished else " (did not finish)"
+        terminalreporter.write_line(
+            f"Linux {kernel:<5} {test:<12} kernel {theirs.passed}/{total}   "
+            f"--abi {mode:<9} {ours.passed}/{total}{status}")
+
+
 def run_here(exe: Path, *args: str, env: dict[str, str] | None = None) -> str:
     result = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=300,
                             env=env)

@@ -1,4 +1,4 @@
-"""``python -m tests.oracle.kernel build|run|selftests``: see the package docstring."""
+"""``python -m tests.oracle.kernel build|run|missing-packages``: see the package docstring."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from . import KERNELS, Oracle, OracleError
-from ._build import build_kernel
+from ._build import build_kernel, missing_packages
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,7 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--timeout", type=float, default=300, help="seconds (default 300)")
     run.add_argument("files", nargs="*", type=Path, help="copied into /oracle")
     run.add_argument("shell_command", metavar="-- COMMAND", help="run by busybox sh")
+    sub.add_parser("missing-packages", help="print the host packages the build lacks")
     args = parser.parse_args(argv)
+    if args.command == "missing-packages":
+        print(" ".join(missing_packages()))
+        return 0
     try:
         if args.command == "build":
             from . import cache_root

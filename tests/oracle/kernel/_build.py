@@ -26,21 +26,25 @@ from pathlib import Path
 from . import _config, _debian
 from ._log import OracleError, log
 
-# What the build runs, by Debian package (``make oracle-test`` installs them).
-TOOLS = {"make": "make", "gcc": "gcc", "flex": "flex", "bison": "bison", "bc": "bc",
-         "dpkg-deb": "dpkg", "tar": "tar", "xz": "xz-utils", "qemu-system-x86_64": "qemu-system-x86"}
-# Headers the kernel build needs (objtool: libelf; certificates: openssl).
-HEADERS = {"/usr/include/libelf.h": "libelf-dev", "/usr/include/openssl/ssl.h": "libssl-dev"}
+#: Debian packages the build and the VM need on the host (``make oracle-test``
+#: installs the missing ones): the kernel's build dependencies for this
+#: configuration (objtool needs libelf, certificates openssl), static glibc
+#: for the selftests and guest programs, dpkg-deb/tar/xz for the packages,
+#: and QEMU.
+HOST_PACKAGES = ("make", "gcc", "libc6-dev", "flex", "bison", "bc", "libelf-dev", "libssl-dev",
+                 "dpkg", "tar", "xz-utils", "qemu-system-x86")
 
 SELFTEST_FLAGS = ("-static", "-O2", "-Wall", "-Wl,-no-as-needed")
 SELFTEST_LIBS = ("-lrt", "-lpthread", "-lm")
 
 
 def missing_packages() -> list[str]:
-    """Debian packages whose tools or headers the build lacks."""
-    missing = {pkg for tool, pkg in TOOLS.items() if shutil.which(tool) is None}
-    missing |= {pkg for header, pkg in HEADERS.items() if not Path(header).exists()}
-    return sorted(missing)
+    """Those of :data:`HOST_PACKAGES` that dpkg does not list as installed."""
+    result = subprocess.run(["dpkg-query", "--show", "--showformat=${Package} ${db:Status-Status}\\n",
+                             *HOST_PACKAGES], capture_output=True, text=True)
+    installed = {line.split()[0] for line in result.stdout.splitlines()
+                 if line.endswith(" installed")}
+    return [pkg for pkg in HOST_PACKAGES if pkg not in installed]
 
 
 @contextmanager

@@ -65,7 +65,8 @@ def boot(bzimage: Path, initrd: bytes, *, accel: tuple[str, ...], timeout: float
 
         def read(name: str) -> str:
             path = d / name
-            return path.read_bytes().decode(errors="replace") if path.exists() else ""
+            # surrogateescape: bytes that are not UTF-8 survive a round trip.
+            return path.read_bytes().decode(errors="surrogateescape") if path.exists() else ""
 
         status_text = read("status").strip()
         return Run(output=read("output"), console=read("console"), timed_out=timed_out,
