@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import re
+import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +112,48 @@ def test_status_page_abi_in_auto_mount_matches_linux_6_1(oracle_6_1: Kernel, sta
     finally:
         stop_mount(mount)
     assert re.sub(r"bit=\d+", "bit=N", ours) == re.sub(r"bit=\d+", "bit=N", kernel)
+
+
+@pytest.fixture(scope="session")
+def tfctl(oracle_6_12: Kernel, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One file operation per call, errno by name (tests/oracle/synth/tfctl.c)."""
+    exe = tmp_path_factory.mktemp("tfctl") / "tfctl"
+    subprocess.run(["cc", "-static", "-O2", "-isystem", str(oracle_6_12.oracle.include),
+                    str(Path(__file__).parent / "synth" / "tfctl.c"), "-o", str(exe)], check=True)
+    return exe
+
+
+def dynamic_events_answers(kernel: Kernel, tfctl: Path, steps: list[tuple[list[str], str]]
+                           ) -> list[object]:
+    """Per step: clear dynamic_events, write the setup lines, answer the command."""
+    dyn = f"{TRACING}/dynamic_events"
+    script = []
+    for before, command in steps:
+        script.append(f"./tfctl trunc {dyn} >/dev/null")
+        script += [f"./tfctl append {dyn} {shlex.quote(line)} >/dev/null" for line in before]
+        script.append(f"./tfctl append {dyn} {shlex.quote(command)} || true")
+    out = kernel.run([tfctl], "\n".join(script)).splitlines()
+    return ["ok" if line.startswith("ok ") else getattr(errno, line.split()[1]) for line in out]
+
+
+def test_dynamic_events_rows_per_era_are_the_kernels(oracle_6_12: Kernel, oracle_6_1: Kernel,  # type: ignore[no-untyped-def]
+                                                     tfctl: Path) -> None:
+    """The mainline and 6.1 columns the engine's auto rule is checked against
+    (tests/engine/test_dynamic_events.py) are what those kernels answer."""
+    from ..engine.test_dynamic_events import DELETE_ROWS
+
+    steps = [(before, command) for before, command, *_ in DELETE_ROWS]
+    assert dynamic_events_answers(oracle_6_12, tfctl, steps) == [row[2] for row in DELETE_ROWS]
+    assert dynamic_events_answers(oracle_6_1, tfctl, steps) == [row[3] for row in DELETE_ROWS]
+
+
+def test_6_1_dyn_test_lines_are_linux_6_1s(oracle_6_1: Kernel, tfctl: Path) -> None:
+    """The 6.1 dyn_test sequence tests/integration replays on our mounts, on Linux 6.1."""
+    from ..integration.test_dynamic_events_eras import DYN_TEST_6_1
+
+    dyn = f"{TRACING}/dynamic_events"
+    script = "\n".join(f"./tfctl append {dyn} {shlex.quote(line)} || true"
+                       for line, _ in DYN_TEST_6_1)
+    out = oracle_6_1.run([tfctl], script).splitlines()
+    answers = [0 if line.startswith("ok ") else getattr(errno, line.split()[1]) for line in out]
+    assert list(zip([line for line, _ in DYN_TEST_6_1], answers)) == DYN_TEST_6_1

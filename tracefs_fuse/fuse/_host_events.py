@@ -15,10 +15,11 @@ Where from, in order:
      for a root daemon on a host that mounts none;
   3. nothing: an unprivileged daemon in a container that has no tracefs.
 
-Reading costs one ``read`` of each event's ``id``: about 2300 events, 60 ms
-on this machine's 6.18 kernel (measured with the detached mount; the
-statfs/fsmount calls themselves take under 1 ms). It runs once, before the
-mount, when the engine is built.
+Reading costs one ``open``/``read`` of each event's ``id``: 2325 events on
+this machine's 6.18 kernel, 20 ms of CPU and 25 to 55 ms of wall time
+(best of 10, detached mount, a busy 2-CPU machine; the statfs and fsmount
+calls themselves take well under 1 ms). It runs once, before the mount,
+when the engine is built.
 """
 
 from __future__ import annotations
@@ -98,11 +99,17 @@ def highest_event_id(tracing: str) -> int | None:
         if not system.is_dir():
             continue
         for event in os.scandir(system.path):
+            # os.open/os.read: a third of the cost of open() file objects.
             try:
-                with open(os.path.join(event.path, "id"), "rb") as f:
-                    event_id = int(f.read())
-            except (OSError, ValueError):
+                fd = os.open(os.path.join(event.path, "id"), os.O_RDONLY)
+            except OSError:
                 continue  # not an event directory, or one without an id
+            try:
+                event_id = int(os.read(fd, 32))
+            except (OSError, ValueError):
+                continue
+            finally:
+                os.close(fd)
             if highest is None or event_id > highest:
                 highest = event_id
     return highest
