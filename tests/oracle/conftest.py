@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -45,13 +46,26 @@ class Kernel:
 
 
 @pytest.fixture(scope="session")
-def oracle_6_12() -> Kernel:
-    return Kernel("6.12")
+def kernels() -> Callable[[str], Kernel]:
+    """The oracle kernels by version, each made ready when first asked for."""
+    ready: dict[str, Kernel] = {}
+
+    def kernel(version: str) -> Kernel:
+        if version not in ready:
+            ready[version] = Kernel(version)
+        return ready[version]
+
+    return kernel
 
 
 @pytest.fixture(scope="session")
-def oracle_6_1() -> Kernel:
-    return Kernel("6.1")
+def oracle_6_12(kernels: Callable[[str], Kernel]) -> Kernel:
+    return kernels("6.12")
+
+
+@pytest.fixture(scope="session")
+def oracle_6_1(kernels: Callable[[str], Kernel]) -> Kernel:
+    return kernels("6.1")
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,14 +100,13 @@ def planned(output: str) -> int:
 
 
 @pytest.fixture(scope="session")
-def on_kernel(oracle_6_12: Kernel, oracle_6_1: Kernel):  # type: ignore[no-untyped-def]
+def on_kernel(kernels: Callable[[str], Kernel]) -> Callable[[str, str], Outcome]:
     """Each selftest's outcome on its kernel (one fresh VM each, once per session)."""
-    kernels = {"6.12": oracle_6_12, "6.1": oracle_6_1}
     seen: dict[tuple[str, str], Outcome] = {}
 
     def outcome(kernel: str, test: str) -> Outcome:
         if (kernel, test) not in seen:
-            oracle = kernels[kernel]
+            oracle = kernels(kernel)
             status, output = oracle.status_and_output([oracle.selftests / test], f"./{test}")
             seen[kernel, test] = parse(output, finished=status is not None)
         return seen[kernel, test]
@@ -132,10 +132,11 @@ CASES = [(kernel, test, mode) for kernel, tests in SELFTESTS.items()
 
 @pytest.mark.parametrize(("kernel", "test", "mode"), CASES,
                          ids=[f"{k}-{t}-{m}" for k, t, m in CASES])
-def test_selftest_ends_as_on_the_kernel(kernel: str, test: str, mode: str, on_kernel,  # type: ignore[no-untyped-def]
-                                        oracle_6_12: Kernel, oracle_6_1: Kernel,
+def test_selftest_ends_as_on_the_kernel(kernel: str, test: str, mode: str,
+                                        on_kernel: Callable[[str, str], Outcome],
+                                        kernels: Callable[[str], Kernel],
                                         request: pytest.FixtureRequest) -> None:
-    oracle = {"6.12": oracle_6_12, "6.1": oracle_6_1}[kernel]
+    oracle = kernels(kernel)
     theirs = on_kernel(kernel, test)
     ours = on_ours(oracle.selftests / test, mode)
     request.config.stash.setdefault(SELFTEST_RESULTS, {})[kernel, test, mode] = (theirs, ours)

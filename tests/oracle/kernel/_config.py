@@ -13,8 +13,9 @@ Why each group is here:
   initramfs, 8250 serial ports (ttyS0 is the console, ttyS1 and ttyS2
   carry the program's output and exit status: ``_vm.py``);
 * what busybox and static glibc programs use: ELF and ``#!`` scripts, proc,
-  sysfs, devtmpfs, tmpfs, futexes (threads), POSIX timers, epoll/eventfd,
-  file locks;
+  sysfs, devtmpfs, tmpfs, futexes (threads), POSIX timers, the fd-based
+  event calls, file locks, madvise (ftrace_test's write_fault), membarrier,
+  rseq, process_vm_readv;
 * what is tested: ftrace, user_events, synthetic events and hist triggers
   (the synthetic-event captures), perf events (``perf_test``), debugfs
   (6.1's selftests and sample use ``/sys/kernel/debug/tracing``);
@@ -61,7 +62,15 @@ BASE = (
     "CONFIG_POSIX_TIMERS=y",
     "CONFIG_EPOLL=y",
     "CONFIG_EVENTFD=y",
+    "CONFIG_SIGNALFD=y",
+    "CONFIG_TIMERFD=y",
+    "CONFIG_AIO=y",
     "CONFIG_FILE_LOCKING=y",
+    "CONFIG_ADVISE_SYSCALLS=y",
+    "CONFIG_MEMBARRIER=y",
+    "CONFIG_RSEQ=y",
+    "CONFIG_FHANDLE=y",
+    "CONFIG_CROSS_MEMORY_ATTACH=y",
     "CONFIG_DEBUG_FS=y",
     "CONFIG_PERF_EVENTS=y",
     "CONFIG_FTRACE=y",
