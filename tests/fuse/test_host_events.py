@@ -46,3 +46,11 @@ def test_a_detached_tracefs_shows_the_same_ids(real_tracefs_root: Path) -> None:
         detached = _host_events.highest_event_id(path)
     assert detached == _host_events.highest_event_id(str(real_tracefs_root))
     assert detached is not None and detached > 0
+
+
+
+def test_ids_that_cannot_be_read_are_skipped(tmp_path: Path) -> None:
+    """A daemon that cannot read part of the host's tracefs still starts."""
+    make_events(tmp_path, {"sched/sched_switch/id": "312\n", "odd/text/id": "not a number\n"})
+    (tmp_path / "events/odd/dir/id").mkdir(parents=True)  # read() says EISDIR
+    assert _host_events.highest_event_id(str(tmp_path)) == 312

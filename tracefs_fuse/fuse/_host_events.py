@@ -96,9 +96,11 @@ def highest_event_id(tracing: str) -> int | None:
     except OSError:
         return None
     for system in systems:
-        if not system.is_dir():
-            continue
-        for event in os.scandir(system.path):
+        try:
+            events = list(os.scandir(system.path)) if system.is_dir() else []
+        except OSError:
+            continue  # unreadable to us: its ids stay unknown, the rest count
+        for event in events:
             # os.open/os.read: a third of the cost of open() file objects.
             try:
                 fd = os.open(os.path.join(event.path, "id"), os.O_RDONLY)
