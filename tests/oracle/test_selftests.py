@@ -61,7 +61,7 @@ KNOWN: dict[tuple[str, str, str], Known] = {
     ("6.12", "dyn_test", "matching"): Known(None, "pass", RCU_DEFERRED_PUT),
     ("6.12", "abi_test", "flags"): Known("fail", "pass", RCU_DEFERRED_PUT),
     ("6.12", "perf_test", "perf_write"): Known("pass", "fail", PERF),
-    ("6.12", "perf_test", "perf_empty_events"): Known("fail", "fail",
+    ("6.12", "perf_test", "perf_empty_events"): Known(None, "fail",
                                                       f"kernel: {RCU_DEFERRED_PUT}; ours: {PERF}"),
     ("6.1", "ftrace_test", "write_fault"): Known("fail", "fail", DISABLED_WRITE),
     ("6.1", "dyn_test", "matching"): Known("fail", "fail", STRUCT_SIZE_MATCH),
