@@ -1,9 +1,9 @@
 """Mount configuration: what the ``mount`` and ``run`` commands hand the daemon.
 
 Rules:
-  * One frozen msgspec Struct, validated when converted or decoded (the CLI
-    converts its options, :func:`decode` reads JSON), and handed as is to the
-    daemon, in-process too (``serve()``), so the two never disagree about a field.
+  * One frozen msgspec Struct, validated at decode time; the daemon receives it
+    as JSON (``--config-json``) when it runs in another process, so the CLI and
+    the daemon can never disagree about a field.
   * Defaults are the kernel's: ``user_events_max`` 32768, 1410 KB per CPU of
     buffer (a new trace instance's size), ``auto`` ABI (every era accepted).
 """
