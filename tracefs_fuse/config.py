@@ -32,6 +32,10 @@ class MountConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         user_events_max: the ``kernel.user_events_max`` sysctl.
         buffer_size_kb: initial ring buffer size per CPU.
         debug: log every request.
+        process_source: how forks and execs of clients are followed:
+            ``connector`` (the netlink process connector: initial namespaces,
+            CAP_NET_ADMIN), ``procfs`` (``/proc``, anywhere), ``auto`` (the
+            connector where it can be joined).
     """
 
     mountpoint: str
@@ -43,6 +47,7 @@ class MountConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     user_events_max: Annotated[int, msgspec.Meta(ge=0)] = 32768
     buffer_size_kb: Annotated[int, msgspec.Meta(ge=1)] = 1410
     debug: bool = False
+    process_source: Literal["auto", "connector", "procfs"] = "auto"
 
 
 _decoder = msgspec.json.Decoder(MountConfig)
