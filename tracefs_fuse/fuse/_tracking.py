@@ -46,9 +46,11 @@ docs/emulation.md):
   * procfs: an exec is noticed at the latest ``LIVENESS_PERIOD_S`` later (the
     kernel, too, drops references asynchronously), or at once by the
     process's own next ioctl.
-  * procfs: an orphan whose parent exited unfollowed, with several tracked
-    images of its layout (fork copies of one another) holding different
-    enablers, inherits from an exiting one first, else the latest pinned.
+  * procfs: a child whose parent exited before the child was found (a
+    double fork done between two of those moments) has lost its lineage: it
+    inherits from an exiting holder of its image, else from the only live
+    holder of its image; with several live ones (fork copies of one another)
+    it inherits nothing.
   * A child that shares the parent's mm (vfork, posix_spawn) gets nothing of
     its own (the kernel shares the list); once it execs, its image is new.
 """
@@ -213,8 +215,16 @@ class ProcessTracker:
         return [image for image in self.memory.images() if image.tgid in self.registry.mms]
 
     def _origin_by_chain(self, facts: StatFacts, stats: dict[int, StatFacts]) -> Image | None:
-        """The image ``facts`` is a fork copy of: its nearest ancestor of that
-        image, or for an orphan any holder of that layout."""
+        """The image ``facts`` is a fork copy of, if a holder's.
+
+        Up the parent chain, the first ancestor of the same image decides:
+        a holder is the origin; one holding nothing means the lineage runs
+        through it intact and nothing was inherited (siblings forked by one
+        parent share its image, holders or not). Only a chain that leaves
+        the image (the parent exited and the child was reparented, or exec'd
+        after the fork) leads to the orphan rule: an exiting holder of that
+        image, else the one live holder, if there is exactly one.
+        """
         ancestor = facts.ppid
         for _ in range(_CHAIN_MAX):
             if ancestor <= 1:
@@ -227,12 +237,15 @@ class ProcessTracker:
             parent = stats.get(ancestor) or read_stat(ancestor, self._proc)
             if parent is None:
                 break
+            if parent.layout == facts.layout:
+                return None
             ancestor = parent.ppid
-        same = [(not image.pidfd.group_exited(), -order, image)
-                for order, image in enumerate(self._holders())
+        same = [image for image in self._holders()
                 if image.identity is not None and image.identity.layout == facts.layout]
-        # An exiting image's orphans are the usual case; else the latest pinned.
-        return min(same, key=lambda entry: entry[:2])[2] if same else None
+        exiting = [image for image in same if image.pidfd.group_exited()]
+        if exiting:
+            return exiting[-1]
+        return same[0] if len(same) == 1 else None
 
     # -- the connector ----------------------------------------------------------------------
 
@@ -323,21 +336,24 @@ class ProcessTracker:
 
     def check_images(self, *, catch_up: bool = True) -> None:
         """Notice every pinned image that exec'd or exited."""
-        for image in self.memory.images():
-            if not image.alive():
-                self._gone(image.tgid, catch_up=catch_up)
+        gone = [image.tgid for image in self.memory.images() if not image.alive()]
+        if gone and catch_up:
+            self.catch_up()
+        for tgid in gone:
+            self._gone(tgid, catch_up=False)
 
     def exited(self, tgids: list[Tgid]) -> None:
-        """Thread groups whose pidfds said they exited."""
+        """Thread groups whose pidfds said they exited (one catch up for all)."""
+        self.catch_up()
         for tgid in tgids:
-            self._gone(tgid)
+            self._gone(tgid, catch_up=False)
 
     def _gone(self, tgid: Tgid, *, catch_up: bool = True) -> None:
         """``user_event_mm_remove`` at exec or exit: adopt the image's copies
         first (they keep its enablers), then detach it."""
-        image = self.memory.image(tgid)
         if catch_up:
             self.catch_up()
+        image = self.memory.image(tgid)
         if image is not None:
             if image.pidfd.group_exited():
                 self._exits += 1
