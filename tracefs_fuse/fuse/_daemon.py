@@ -35,6 +35,7 @@ from ..engine._task import Task
 from ..engine._tracefs import Tracefs
 from ._memory import VmProcessMemory
 from ._mmap import MappingTracker, mount_device
+from ._mount_options import fuse_options
 from ._operations import TracefsOperations
 from ._pagepush import PagePusher
 from ._proc_events import EventsLost, ExecEvent, ExitWatcher, ForkEvent, ProcConnector
@@ -272,10 +273,7 @@ class Daemon:
     # -- serving ---------------------------------------------------------------------------------
 
     def mount_options(self) -> list[str]:
-        options = ["fsname=tracefs", "subtype=tracefs", "allow_other", "default_permissions"]
-        if self.config.debug:
-            options.append("debug")
-        return options
+        return fuse_options(self.config)
 
     @property
     def tracefs(self) -> Tracefs:
