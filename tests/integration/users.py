@@ -6,9 +6,9 @@ Rootless tests run tracefs-fuse where users run it: as a user made with
 ``/dev/fuse`` on the test VM has mode 0600, not the usual 0666. Rather than
 chmod the host's device (other test sessions share it), each command runs in a
 private mount namespace, made as root before dropping to the user, in which a
-private node of the same device with mode 0666 is bind-mounted over
-``/dev/fuse``; the host's device is never touched. ``fuse_device=False`` leaves
-the host's device as it is.
+private node of the same device with mode 0666 (or ``fuse_mode``) is
+bind-mounted over ``/dev/fuse``; the host's device is never touched.
+``fuse_mode=None`` leaves the host's device as it is.
 
 The command runs the package from this checkout: with this session's Python if
 the user may execute it, otherwise with the system Python of the same version
@@ -38,7 +38,7 @@ _PRIVATE_FUSE = """\
 set -e
 dev=$(mktemp -d /tmp/tfuse-cli-dev.XXXXXX)
 mount -t tmpfs -o mode=0755 tfuse-cli-dev "$dev"
-mknod -m 0666 "$dev/fuse" c {major} {minor}
+mknod -m {mode:04o} "$dev/fuse" c {major} {minor}
 mount --bind "$dev/fuse" /dev/fuse
 umount -l "$dev"
 rmdir "$dev"
@@ -62,20 +62,21 @@ class OrdinaryUser:
         self.gid = entry.pw_gid
         self._python: list[str] | None = None
 
-    def argv(self, argv: list[str], *, fuse_device: bool = True) -> list[str]:
+    def argv(self, argv: list[str], *, fuse_mode: int | None = 0o666) -> list[str]:
         """``argv`` as this user, in a private mount namespace (see the module)."""
         script = ""
-        if fuse_device:
+        if fuse_mode is not None:
             rdev = os.stat("/dev/fuse").st_rdev
-            script = _PRIVATE_FUSE.format(major=os.major(rdev), minor=os.minor(rdev))
+            script = _PRIVATE_FUSE.format(mode=fuse_mode, major=os.major(rdev),
+                                          minor=os.minor(rdev))
         script += (f"exec setpriv --reuid={self.uid} --regid={self.gid} --clear-groups "
                    f"--inh-caps=-all -- \"$@\"\n")
         return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script,
                 "sh", *argv]
 
-    def run(self, argv: list[str], *, fuse_device: bool = True, timeout: float = 60,
+    def run(self, argv: list[str], *, fuse_mode: int | None = 0o666, timeout: float = 60,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.argv(argv, fuse_device=fuse_device), capture_output=True,
+        return subprocess.run(self.argv(argv, fuse_mode=fuse_mode), capture_output=True,
                               text=True, timeout=timeout, env=env, cwd="/")
 
     def shell(self, script: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -103,7 +104,7 @@ class OrdinaryUser:
         # From a shell, as users start it: setpriv itself may exec a program
         # below a directory the user may not search.
         return self.run(["sh", "-c", '"$@" -c "import tracefs_fuse.fuse._session"', "sh",
-                         *command], fuse_device=False)
+                         *command], fuse_mode=None)
 
     def _find_python(self) -> list[str]:
         own = self._can_run([sys.executable])

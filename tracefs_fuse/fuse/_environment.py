@@ -108,23 +108,36 @@ def check_mountpoint(path: str) -> None:
         path: absolute, symlinks resolved (as mountinfo names mount points).
     """
     try:
-        st = os.stat(path)
+        st: os.stat_result | None = os.stat(path)
     except FileNotFoundError:
         raise EnvironmentProblem(
             f"{path} does not exist: create it first (mkdir -p {shlex.quote(path)})") from None
     except OSError as exc:
-        if exc.errno == errno.ENOTCONN:
-            raise EnvironmentProblem(
-                f"{path} is a dead FUSE mount (its daemon is gone): unmount it first "
-                f"(fusermount3 -u {shlex.quote(path)})") from None
-        raise EnvironmentProblem(f"{path}: {exc.strerror}") from None
-    if not stat.S_ISDIR(st.st_mode):
+        if exc.errno != errno.ENOTCONN:
+            raise EnvironmentProblem(f"{path}: {exc.strerror}") from None
+        st = None
+    if st is not None and not stat.S_ISDIR(st.st_mode):
         raise EnvironmentProblem(f"{path} is not a directory")
     stack = _mountinfo.mounted_at(path)
-    if stack and stack[-1].fstype == FSTYPE:
+    ours = bool(stack) and stack[-1].fstype == FSTYPE
+    if st is None or ours and _dead(path):
+        raise EnvironmentProblem(
+            f"{path} is a dead FUSE mount (its daemon is gone): unmount it first "
+            f"(fusermount3 -u {shlex.quote(path)})")
+    if ours:
         raise EnvironmentProblem(
             f"{path} already has a tracefs-fuse mount, which a second one would hide: "
             f"unmount it first (tracefs-fuse umount {shlex.quote(path)})")
+
+
+def _dead(path: str) -> bool:
+    """Is the FUSE mount at ``path`` without its daemon? (statfs always asks the
+    daemon; stat may be answered from the kernel's cache.)"""
+    try:
+        os.statvfs(path)
+    except OSError as exc:
+        return exc.errno == errno.ENOTCONN
+    return False
 
 
 def check_is_ours(path: str) -> None:
@@ -207,11 +220,13 @@ def userns_refused(exc: OSError, proc_sys: str = "/proc/sys") -> EnvironmentProb
     return EnvironmentProblem(f"cannot create a user namespace: {exc.strerror}")
 
 
-def userns_powerless(exc: OSError, proc_sys: str = "/proc/sys") -> EnvironmentProblem:
-    """Why root of our new user namespace may not mount (AppArmor on Ubuntu).
+def userns_powerless(exc: OSError, step: str,
+                     proc_sys: str = "/proc/sys") -> EnvironmentProblem:
+    """Why our new user namespace is of no use: the step that failed in it.
 
     Args:
-        exc: the first privileged operation that failed inside the namespace.
+        exc: the failure.
+        step: what we tried, in words ("mount", …).
         proc_sys: where the sysctls are.
     """
     sysctl = "kernel.apparmor_restrict_unprivileged_userns"
@@ -219,4 +234,4 @@ def userns_powerless(exc: OSError, proc_sys: str = "/proc/sys") -> EnvironmentPr
         return EnvironmentProblem(
             f"AppArmor withholds capabilities in unprivileged user namespaces (sysctl "
             f"{sysctl} = 1): sudo sysctl -w {sysctl}=0, or use sudo")
-    return EnvironmentProblem(f"root of a new user namespace cannot mount here: {exc}")
+    return EnvironmentProblem(f"in a new user namespace, cannot {step}: {exc.strerror}")

@@ -93,9 +93,18 @@ def enter() -> bool:
                            ("gid_map", f"0 {gid} 1")):
             with open(f"/proc/self/{name}", "w") as f:
                 f.write(text)
+    except OSError as exc:
+        if uid == 0 and exc.errno == errno.EPERM:
+            # Mapping uid 0 needs CAP_SETFCAP (kernel/user_namespace.c verify_root_map).
+            raise _environment.EnvironmentProblem(
+                "root without CAP_SYS_ADMIN needs CAP_SETFCAP to map itself into a user "
+                "namespace: give it CAP_SYS_ADMIN (--cap-add SYS_ADMIN) or keep "
+                "CAP_SETFCAP") from None
+        raise _environment.userns_powerless(exc, f"map uid {uid} to 0") from None
+    try:
         mount(None, "/", None, MS_REC | MS_PRIVATE)
     except OSError as exc:
-        raise _environment.userns_powerless(exc) from None
+        raise _environment.userns_powerless(exc, "make its mounts private") from None
     return True
 
 
