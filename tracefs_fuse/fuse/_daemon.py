@@ -304,7 +304,8 @@ class Daemon:
                     nursery.start_soon(self._stop_on_signal)
                 status = await nursery.start(self._serve, nursery)
                 self.mappings.device = mount_device(self.config.mountpoint)
-                log.info("serving %s: %s", self.config.mountpoint, status)
+                log.info("serving %s", self.config.mountpoint)
+                log.debug("bridge: %s", status)
                 task_status.started(self)
         finally:
             if self._connector is not None:
