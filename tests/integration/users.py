@@ -1,7 +1,7 @@
 """An ordinary user, created for the session, and a way to run things as them.
 
 Rootless tests run tracefs-fuse where users run it: as a user made with
-``useradd`` (``tfuse-cli-<pid>``), with no capabilities, through ``setpriv``.
+``useradd`` (``tfuse-cli-<pid>-<n>``), with no capabilities, through ``setpriv``.
 
 ``/dev/fuse`` on the test VM has mode 0600, not the usual 0666. Rather than
 chmod the host's device (other test sessions share it), each command runs in a
@@ -19,6 +19,7 @@ checkout must be readable by every user.
 
 from __future__ import annotations
 
+import itertools
 import os
 import pwd
 import shlex
@@ -33,6 +34,8 @@ from typing import Iterator
 import pytest
 
 ROOT = Path(__file__).parents[2]
+#: Test modules import the fixture, and each import is a fixture of its own.
+_created = itertools.count()
 
 _PRIVATE_FUSE = """\
 set -e
@@ -124,7 +127,7 @@ class OrdinaryUser:
 @pytest.fixture(scope="session")
 def ordinary_user() -> Iterator[OrdinaryUser]:
     """A user created for this session, removed at its end."""
-    name = f"tfuse-cli-{os.getpid()}"
+    name = f"tfuse-cli-{os.getpid()}-{next(_created)}"
     subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin",
                     "--user-group", name], check=True, capture_output=True)
     user = OrdinaryUser(name)
