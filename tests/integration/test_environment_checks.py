@@ -137,3 +137,22 @@ def test_umount_of_a_mount_in_use(tracefs: Mount) -> None:
             f"failed to unmount {tracefs}: Device or resource busy")
     finally:
         os.close(fd)
+
+
+def test_a_mount_failing_after_the_checks_says_libfuse_s_reason(tmp_path: Path) -> None:
+    # The background daemon's side (its parent has checked the mount point,
+    # which has gone since): libfuse's own words, not an exception group.
+    gone = tmp_path / "gone"
+    read_fd, write_fd = os.pipe()
+    daemon = subprocess.Popen(
+        [*CLI, "mount", "--ready-fd", str(write_fd), "--config-json",
+         f'{{"mountpoint": "{gone}"}}', str(gone)],
+        pass_fds=(write_fd,), stderr=subprocess.PIPE, text=True)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as ready:
+        answer = ready.read().decode()
+    _, stderr = daemon.communicate(timeout=60)
+    assert daemon.returncode == 1
+    assert answer == f"fuse: failed to access mountpoint {gone}: No such file or directory"
+    assert stderr.splitlines()[-1].endswith(f"ERROR tracefs_fuse: mount failed: {answer}")
+    assert "Trio" not in stderr and "Traceback" not in stderr
