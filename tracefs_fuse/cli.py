@@ -37,7 +37,7 @@ from typing import Callable, NamedTuple
 import msgspec
 
 from . import __version__, _logging, _systemd
-from .config import AbiName, LogLevel, MountConfig
+from .config import AbiName, LogLevel, MountConfig, ProcessSource
 from .config import decode as decode_config
 from .config import encode as encode_config
 from .fuse import _environment
@@ -165,6 +165,12 @@ def _add_filesystem_options(parser: argparse.ArgumentParser, *,
         default=_default("user_events_max"),
         help="most user events at once, the kernel.user_events_max sysctl (default: "
              "%(default)s)")
+    group.add_argument(
+        "--process-source", choices=typing.get_args(ProcessSource),
+        default=_default("process_source"),
+        help="how forks and execs of clients are followed: the netlink process connector "
+             "(initial namespaces, CAP_NET_ADMIN), /proc (anywhere), or auto: the connector "
+             "where it can be joined (default: %(default)s)")
     group.add_argument(
         "-o", action=_OptionWords, metavar="OPT[,OPT...]",
         help="options the FUSE way: any filesystem or logging option by name "

@@ -19,6 +19,7 @@ import msgspec
 
 AbiName = Literal["auto", "5.18", "6.1", "mainline"]
 LogLevel = Literal["error", "warning", "info", "debug"]
+ProcessSource = Literal["auto", "connector", "procfs"]
 #: Generic mount flags libfuse 3.14 passes to mount(2) (it refuses the rest).
 MountFlag = Literal["ro", "rw", "suid", "nosuid", "dev", "nodev", "exec", "noexec",
                     "async", "sync", "dirsync", "atime", "noatime"]
@@ -46,6 +47,10 @@ class MountConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         allow_other: let every user's processes in (FUSE's ``allow_other``);
             the CLI turns it off where ``fusermount3`` would refuse it.
         mount_flags: generic mount flags (``ro``, ``nosuid``, …) for mount(2).
+        process_source: how forks and execs of clients are followed:
+            ``connector`` (the netlink process connector: initial namespaces,
+            CAP_NET_ADMIN), ``procfs`` (``/proc``, anywhere), ``auto`` (the
+            connector where it can be joined).
     """
 
     mountpoint: str
@@ -60,6 +65,7 @@ class MountConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     debug_fuse: bool = False
     allow_other: bool = True
     mount_flags: tuple[MountFlag, ...] = ()
+    process_source: ProcessSource = "auto"
 
 
 _decoder = msgspec.json.Decoder(MountConfig)
