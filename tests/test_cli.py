@@ -133,7 +133,8 @@ def test_config_crosses_to_the_background_daemon_unchanged() -> None:
 
 @pytest.mark.parametrize(("argv", "expected"), [
     # mount.fuse3's call for `mount -t fuse.tracefs-fuse tracefs /mnt -o mode=750`
-    (["tracefs", "/mnt", "-o", "rw,mode=750,dev,suid"], ["mount", "/mnt", "-o", "rw,mode=750,dev,suid"]),
+    (["tracefs", "/mnt", "-o", "rw,mode=750,dev,suid"],
+     ["mount", "/mnt", "-o", "rw,mode=750,dev,suid"]),
     (["mount", "/mnt", "-o", "ro"], ["mount", "/mnt", "-o", "ro"]),
     (["run", "--", "mount", "/mnt", "-o", "ro"], ["run", "--", "mount", "/mnt", "-o", "ro"]),
     (["mnt", "/mnt"], ["mnt", "/mnt"]),  # a mistyped command stays a usage error

@@ -155,7 +155,8 @@ def test_run_log_dash_interleaves_as_asked() -> None:
     assert lines.index("before") < refusal < lines.index("after")
 
 
-def test_run_log_file_keeps_stderr_the_command_s(tmp_path, c_client) -> None:  # type: ignore[no-untyped-def]
+def test_run_log_file_keeps_stderr_the_command_s(  # type: ignore[no-untyped-def]
+        tmp_path, c_client) -> None:
     log = tmp_path / "daemon.log"
     result = subprocess.run([*RUN[:-1], "--log-level", "info", "--log", str(log), "--",
                              str(c_client("ue_cases")), "/sys/kernel/tracing"],
