@@ -33,6 +33,7 @@ from ..engine._task import Task
 from ..engine._tracefs import Tracefs
 from ._memory import ClientMemory
 from ._mmap import MappingTracker, mount_device
+from ._mount_options import fuse_options
 from ._operations import TracefsOperations
 from ._pagepush import PagePusher
 from ._requests import RequestHandler
@@ -180,10 +181,7 @@ class Daemon:
     # -- serving ---------------------------------------------------------------------------------
 
     def mount_options(self) -> list[str]:
-        options = ["fsname=tracefs", "subtype=tracefs", "allow_other", "default_permissions"]
-        if self.config.debug:
-            options.append("debug")
-        return options
+        return fuse_options(self.config)
 
     @property
     def tracefs(self) -> Tracefs:
@@ -217,7 +215,8 @@ class Daemon:
                     nursery.start_soon(self._stop_on_signal)
                 status = await nursery.start(self._serve, nursery)
                 self.mappings.device = mount_device(self.config.mountpoint)
-                log.info("serving %s: %s", self.config.mountpoint, status)
+                log.info("serving %s", self.config.mountpoint)
+                log.debug("bridge: %s", status)
                 task_status.started(self)
         finally:
             self.tracker.close()
