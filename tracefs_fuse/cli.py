@@ -23,6 +23,7 @@ import sys
 
 import msgspec
 
+from . import _record_cli
 from .config import MountConfig
 
 log = logging.getLogger("tracefs_fuse")
@@ -53,11 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
     mount.add_argument("--log", default=os.devnull,
                        help="where a background daemon writes its log (default: nowhere)")
     _mount_options(mount)
+    _record_cli.add_events_option(mount)
     umount = sub.add_parser("umount", help="unmount a tracefs-fuse mount")
     umount.add_argument("mountpoint")
     run = sub.add_parser("run", help="run CMD with tracefs-fuse at /sys/kernel/tracing")
     _mount_options(run)
+    _record_cli.add_events_option(run)
+    _record_cli.add_record_option(run)
     run.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]")
+    _record_cli.add_show_command(sub)
     return parser
 
 
@@ -66,6 +71,7 @@ def _config(args: argparse.Namespace, mountpoint: str) -> MountConfig:
               for k in ("abi", "uid", "gid", "mode", "nr_cpus", "user_events_max",
                         "buffer_size_kb", "debug")}
     fields["mountpoint"] = mountpoint
+    fields.update(_record_cli.events_config(args))
     try:
         return msgspec.convert(fields, MountConfig)
     except msgspec.ValidationError as exc:
@@ -112,7 +118,7 @@ def _rebuild(args: argparse.Namespace) -> list[str]:
         out += ["--cpus", str(args.nr_cpus)]
     if args.debug:
         out.append("--debug")
-    return out
+    return out + _record_cli.rebuild_events(args)
 
 
 def _serve_foreground(config: MountConfig, ready_fd: int | None) -> int:
@@ -153,7 +159,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = _config(args, "/sys/kernel/tracing")
     _setup_logging(config.debug)
-    return run_in_namespace(config, argv)
+    return run_in_namespace(config, argv, _record_cli.open_record(args))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,4 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_mount(args)
     if args.command == "umount":
         return cmd_umount(args)
+    if args.command == "show":
+        return _record_cli.cmd_show(args)
     return cmd_run(args)

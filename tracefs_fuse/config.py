@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from .engine import EnablePattern
+
 AbiName = Literal["auto", "5.18", "6.1", "mainline"]
 
 
@@ -32,6 +34,9 @@ class MountConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         user_events_max: the ``kernel.user_events_max`` sysctl.
         buffer_size_kb: initial ring buffer size per CPU.
         debug: log every request.
+        events: user events to enable the moment they are created, as
+            ``set_event`` words with globs (``user_events:*``); an option the
+            kernel lacks (see ``engine/_auto_enable.py``).
     """
 
     mountpoint: str
@@ -43,6 +48,11 @@ class MountConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     user_events_max: Annotated[int, msgspec.Meta(ge=0)] = 32768
     buffer_size_kb: Annotated[int, msgspec.Meta(ge=1)] = 1410
     debug: bool = False
+    events: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for pattern in self.events:
+            EnablePattern.parse(pattern)  # ValueError: msgspec reports it with its path
 
 
 _decoder = msgspec.json.Decoder(MountConfig)
