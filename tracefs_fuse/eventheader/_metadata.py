@@ -107,6 +107,8 @@ class _Cursor:
         self.order = order
 
     def string(self) -> str:
+        if self.pos >= len(self.data):
+            raise MetadataError(f"the definitions end at {self.pos}, where a name should be")
         end = self.data.find(0, self.pos)
         if end < 0:
             raise MetadataError(f"a name at {self.pos} has no NUL")
