@@ -139,7 +139,7 @@ class EventList(list[Event]):
                     continue
                 line = "  " + render_record(event)
                 if fields and (pattern is None or name_matches(event, pattern)):
-                    line += "\n      -> " + ("; ".join(_mismatches(event, fields)) or "matches")
+                    line += "\n    -> " + ("; ".join(_mismatches(event, fields)) or "matches")
                 lines.append(line)
             text = f"{len(self)} event{'s' * (len(self) != 1)} recorded:\n" + "\n".join(lines)
         lost = sum(record.count or 0 for record in self.lost)
@@ -153,7 +153,7 @@ class EventList(list[Event]):
         found = self.matching(pattern, **fields)
         if len(found) != 1:
             raise AssertionError(f"expected exactly one event {_what(pattern, fields)}, "
-                                 f"found {len(found)}; {self.describe(pattern, fields)}")
+                                 f"found {len(found)}\n{self.describe(pattern, fields)}")
         return found[0]
 
     def assert_event(self, pattern: str | None = None, **fields: Any) -> Event:
@@ -161,7 +161,7 @@ class EventList(list[Event]):
         __tracebackhide__ = True
         found = self.matching(pattern, **fields)
         if not found:
-            raise AssertionError(f"no event {_what(pattern, fields)}; "
+            raise AssertionError(f"no event {_what(pattern, fields)}\n"
                                  f"{self.describe(pattern, fields)}")
         return found[0]
 
@@ -170,7 +170,7 @@ class EventList(list[Event]):
         __tracebackhide__ = True
         found = self.matching(pattern, **fields)
         if found:
-            raise AssertionError(f"{len(found)} unexpected event(s) {_what(pattern, fields)}; "
+            raise AssertionError(f"{len(found)} unexpected event(s) {_what(pattern, fields)}\n"
                                  f"{found.describe()}")
 
 
@@ -346,11 +346,11 @@ class Running:
             if exited:
                 raise AssertionError(
                     f"{self.command!r} exited ({self.process.returncode}) without an event "
-                    f"{_what(pattern, fields)}; {events.describe(pattern, fields)}")
+                    f"{_what(pattern, fields)}\n{events.describe(pattern, fields)}")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise AssertionError(
-                    f"no event {_what(pattern, fields)} within {timeout} s; "
+                    f"no event {_what(pattern, fields)} within {timeout} s\n"
                     f"{events.describe(pattern, fields)}")
             select.select([self._recording.inotify, self._pidfd], [], [], remaining)
 
