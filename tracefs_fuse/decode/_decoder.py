@@ -100,17 +100,27 @@ class RecordDecoder:
         if found.missed:
             records.append(Lost(cpu=cpu, timestamp=found.time_stamp, count=found.lost))
         view = memoryview(page)
+        # Formats are looked up once per page: an id is reused only after its
+        # event is gone, and the kernel clears the buffer then.
+        compiled: dict[int, _Compiled | None] = {}
         for timestamp, start, end in found.records:
-            records.append(self.decode_record(cpu, timestamp, view[start:end]))
+            records.append(self._decode(cpu, timestamp, view[start:end], compiled))
         return records
 
     def decode_record(self, cpu: int, timestamp: int, record: bytes | memoryview) -> Event:
         """One record (common fields first), as the ring buffer stored it."""
+        return self._decode(cpu, timestamp, record, {})
+
+    def _decode(self, cpu: int, timestamp: int, record: bytes | memoryview,
+                compiled_by_id: dict[int, _Compiled | None]) -> Event:
         if len(record) < TRACE_ENTRY_SIZE:
             return Event(system="", name="", id=0, cpu=cpu, timestamp=timestamp, pid=0,
                          error=f"a {len(record)}-byte record has no trace_entry")
         event_id, _, _, pid = _TRACE_ENTRY.unpack_from(record, 0)
-        compiled = self._compile(event_id)
+        try:
+            compiled = compiled_by_id[event_id]
+        except KeyError:
+            compiled = compiled_by_id[event_id] = self._compile(event_id)
         if compiled is None:
             return Event(system="", name="", id=event_id, cpu=cpu, timestamp=timestamp,
                          pid=pid, comm=self._comm(pid), tgid=self._tgid(pid),

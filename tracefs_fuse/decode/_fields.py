@@ -177,6 +177,9 @@ class FieldsDecoder:
         """
         if length is None:
             length = len(record)
+        if not self._readers and self._order is None and length >= self._scalars.size:
+            # Only scalars, all there: the common case, kept short.
+            return dict(zip(self._scalar_names, self._scalars.unpack_from(record, 0))), None
         problems: list[str] = []
         if length >= self._scalars.size:
             values = dict(zip(self._scalar_names, self._scalars.unpack_from(record, 0)))
