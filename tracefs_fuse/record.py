@@ -21,8 +21,11 @@ Rules:
     from the recording.
   * What the file gets is written from a worker thread, shielded from
     cancellation: a drained batch is never lost half way.
-  * A sub-buffer that does not parse is a bug in the engine or here: it is
-    logged at ERROR and skipped; the recording goes on.
+  * Nothing a program does stops the recording (or the run): an event whose
+    ``format`` text does not parse (a field name with a newline, which the
+    kernel accepts too) keeps its records, undecoded, with an ``error``; a
+    sub-buffer that fails to decode is a bug here: logged at ERROR with its
+    traceback and skipped.
 
 Caveats:
   * ``tgid`` is filled only when ``options/record-tgid`` is on (the engine
@@ -40,7 +43,8 @@ from typing import BinaryIO, Callable, Protocol
 import msgspec
 import trio
 
-from .decode import EventFormat, Lost, PageError, Record, RecordDecoder, encode_lines, parse_format
+from .decode import (EventFormat, FormatError, Lost, Record, RecordDecoder, encode_lines,
+                     parse_format)
 from .engine import Tracefs, WouldBlock
 
 log = logging.getLogger(__name__)
@@ -95,7 +99,7 @@ class Recording:
         self.tracefs = tracefs
         self.out = out
         self.path = path
-        self._formats: dict[int, tuple[object, EventFormat]] = {}
+        self._formats: dict[int, tuple[object, EventFormat | None]] = {}
         self.decoder = RecordDecoder(self._format, comm=tracefs.cmdlines.comms.get,
                                      tgid=tracefs.cmdlines.tgids.get)
         self._arrived = trio.Event()
@@ -111,8 +115,13 @@ class Recording:
             return None
         cached = self._formats.get(event_id)
         if cached is None or cached[0] is not event:
-            cached = self._formats[event_id] = (
-                event, parse_format(event.format_text(), event.system))
+            try:
+                parsed: EventFormat | None = parse_format(event.format_text(), event.system)
+            except FormatError as exc:
+                log.warning("%s:%s: its format does not parse (%s); its records are kept "
+                            "undecoded", event.system, event.name, exc)
+                parsed = None
+            cached = self._formats[event_id] = (event, parsed)
         return cached[1]
 
     def data_arrived(self) -> None:
@@ -132,8 +141,8 @@ class Recording:
                     break
                 try:
                     records += self.decoder.decode_page(cpu, page)
-                except PageError as exc:
-                    log.error("cpu %d: a sub-buffer does not parse (%s): skipped", cpu, exc)
+                except Exception:
+                    log.exception("cpu %d: a sub-buffer failed to decode: skipped", cpu)
             per_cpu.append(records)
         merged = list(heapq.merge(*per_cpu, key=lambda record: record.timestamp))
         for record in merged:

@@ -173,7 +173,7 @@ def test_fields_past_the_record_are_none_and_reported(declared: str, payload: by
 def test_record_of_an_unknown_event_says_so() -> None:
     event = RecordDecoder(lambda i: None).decode_record(1, 5, record(77, b"\x01"))
     assert (event.id, event.pid, event.fields) == (77, 42, {})
-    assert event.error == f"no format for event id 77: {record(77, bytes([1])).hex()}"
+    assert event.error == f"no usable format for event id 77: {record(77, bytes([1])).hex()}"
 
 
 def test_a_format_that_changes_under_an_id_is_compiled_again() -> None:

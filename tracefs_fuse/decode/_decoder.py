@@ -124,7 +124,7 @@ class RecordDecoder:
         if compiled is None:
             return Event(system="", name="", id=event_id, cpu=cpu, timestamp=timestamp,
                          pid=pid, comm=self._comm(pid), tgid=self._tgid(pid),
-                         error=f"no format for event id {event_id}: {bytes(record).hex()}")
+                         error=f"no usable format for event id {event_id}: {bytes(record).hex()}")
         eventheader = None
         fields: dict[str, Any]
         if compiled.fields is not None:
