@@ -6,7 +6,8 @@
 * ``tracefs-fuse run [options] -- CMD [ARGS…]``: run CMD in a private mount
   namespace where our tracefs is mounted at ``/sys/kernel/tracing`` and
   ``/sys/kernel/debug/tracing``; exit with CMD's status, tearing everything
-  down however CMD ends.
+  down however CMD ends. ``--record FILE`` writes what CMD emits as JSON Lines.
+* ``tracefs-fuse show FILE``: print such a recording.
 
 Rules: options become a :class:`~tracefs_fuse.config.MountConfig` (validated
 once, errors exit 2 without a traceback); a daemon started in the background

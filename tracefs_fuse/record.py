@@ -100,8 +100,10 @@ class Recording:
         self.out = out
         self.path = path
         self._formats: dict[int, tuple[object, EventFormat | None]] = {}
-        self.decoder = RecordDecoder(self._format, comm=tracefs.cmdlines.comms.get,
-                                     tgid=tracefs.cmdlines.tgids.get)
+        cmdlines = tracefs.cmdlines
+        # Looked up through the object: saved_cmdlines_size replaces its tables.
+        self.decoder = RecordDecoder(self._format, comm=lambda pid: cmdlines.comms.get(pid),
+                                     tgid=lambda pid: cmdlines.tgids.get(pid))
         self._arrived = trio.Event()
         self._scope = trio.CancelScope()
         self._stopped = trio.Event()
