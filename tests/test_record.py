@@ -102,7 +102,10 @@ def test_recording_keeps_events_whose_format_does_not_parse(world, caplog) -> No
      "tracefs-fuse: recorded 5 events to f; 7 lost: the ring buffer overflowed "
      "(a larger --buffer-size-kb keeps them)"),
     (RecordSummary(events=5, lost=0, lost_uncounted=1),
-     "tracefs-fuse: recorded 5 events to f; 0 or more lost: the ring buffer overflowed "
+     "tracefs-fuse: recorded 5 events to f; some lost: the ring buffer overflowed "
+     "(a larger --buffer-size-kb keeps them)"),
+    (RecordSummary(events=5, lost=3, lost_uncounted=2),
+     "tracefs-fuse: recorded 5 events to f; 3 or more lost: the ring buffer overflowed "
      "(a larger --buffer-size-kb keeps them)"),
 ])
 def test_recording_summary_line(summary: RecordSummary, line: str) -> None:

@@ -80,8 +80,10 @@ class RecordSummary(msgspec.Struct, frozen=True, kw_only=True):
         """The summary line ``run --record`` prints on stderr."""
         line = f"tracefs-fuse: recorded {self.events} event{'s' * (self.events != 1)} to {path}"
         if self.lost or self.lost_uncounted:
-            more = " or more" if self.lost_uncounted else ""
-            line += (f"; {self.lost}{more} lost: the ring buffer overflowed "
+            # A page may say that events were lost without room to say how many.
+            count = (f"{self.lost}{' or more' if self.lost_uncounted else ''}" if self.lost
+                     else "some")
+            line += (f"; {count} lost: the ring buffer overflowed "
                      "(a larger --buffer-size-kb keeps them)")
         return line
 

@@ -271,8 +271,10 @@ def _callable_command(function: Callable[[], Any], workdir: Path) -> tuple[list[
         raise TypeError(f"{function!r} cannot run in a child: it must be importable "
                         f"(a module-level function, or a functools.partial of one): "
                         f"{exc}") from None
-    call = Path(tempfile.mkstemp(prefix="call-", suffix=".pickle", dir=workdir)[1])
-    call.write_bytes(pickled)
+    fd, name = tempfile.mkstemp(prefix="call-", suffix=".pickle", dir=workdir)
+    with os.fdopen(fd, "wb") as f:
+        f.write(pickled)
+    call = Path(name)
     result = call.with_suffix(".result")
     return [sys.executable, "-m", "tracefs_fuse._call", str(call), str(result)], result
 
