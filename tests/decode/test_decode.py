@@ -135,6 +135,8 @@ FIELDS = [
     ("__data_loc unknown element type: hex", "__data_loc struct_x[] v",
      struct.pack("<I", (2 << 16) | 12) + b"\xab\xcd", {"v": "abcd"}),
     ("struct: hex", "struct point p 8", bytes(range(8)), {"p": "0001020304050607"}),
+    ("a name used twice", "u8 a; char[2] a; u8 a", b"\x01x\0\x02",
+     {"a": 1, "a;2": "x", "a;3": 2}),
 ]
 
 

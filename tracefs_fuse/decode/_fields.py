@@ -14,6 +14,7 @@ Rules:
     ``struct …``, unknown element types      ``str``: the bytes in hex
     ======================================  =====================================
 
+  * A field name used twice keeps both values: the second is ``name;2``.
   * A record never makes decoding fail: a field whose bytes are not in the
     record gets ``None`` and the problem is reported beside the fields.
   * Layout rules are the kernel's: ``__data_loc`` offsets count from the
@@ -148,21 +149,24 @@ class FieldsDecoder:
     """
 
     def __init__(self, fields: tuple[FieldFormat, ...]) -> None:
-        packed: list[FieldFormat] = []
+        names = _unique_names(fields)
+        packed: list[int] = []
         code, pos = "<", 0
-        for field in sorted((f for f in fields if _is_scalar(f)), key=lambda f: f.offset):
+        for i in sorted((i for i, f in enumerate(fields) if _is_scalar(f)),
+                        key=lambda i: fields[i].offset):
+            field = fields[i]
             if field.offset >= pos:
                 code += f"{field.offset - pos}x" if field.offset > pos else ""
                 code += _INT_CODES[(field.size, field.signed)]
                 pos = field.offset + field.size
-                packed.append(field)
+                packed.append(i)
         self._scalars = struct.Struct(code)
-        self._scalar_names = tuple(f.name for f in packed)
-        self._readers = tuple((f.name, _scalar_reader(f) if _is_scalar(f) else _reader(f))
-                              for f in fields if not any(f is p for p in packed))
+        self._scalar_names = tuple(names[i] for i in packed)
+        self._readers = tuple((names[i], _scalar_reader(f) if _is_scalar(f) else _reader(f))
+                              for i, f in enumerate(fields) if i not in packed)
         # Values come out scalars first: put them back in the format's order
         # when that differs.
-        order = tuple(f.name for f in fields)
+        order = tuple(names)
         self._order = order if order != self._scalar_names + tuple(
             name for name, _ in self._readers) else None
 
@@ -194,6 +198,18 @@ class FieldsDecoder:
         if self._order is not None:
             values = {name: values[name] for name in self._order}
         return values, "; ".join(problems) or None
+
+
+def _unique_names(fields: tuple[FieldFormat, ...]) -> list[str]:
+    """Field names, a repeated one as ``name;2``, ``name;3`` (as EventHeader's)."""
+    names: list[str] = []
+    for field in fields:
+        name, n = field.name, 1
+        while name in names:
+            n += 1
+            name = f"{field.name};{n}"
+        names.append(name)
+    return names
 
 
 def _scalar_reader(field: FieldFormat) -> _Reader:
