@@ -43,6 +43,12 @@ def _mount_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--user-events-max", type=int, default=32768)
     parser.add_argument("--buffer-size-kb", type=int, default=1410)
     parser.add_argument("--debug", action="store_true", help="log every request")
+    parser.add_argument("--process-source", choices=["auto", "connector", "procfs"],
+                        default="auto",
+                        help="how forks and execs of clients are followed: the netlink "
+                             "process connector (initial namespaces, CAP_NET_ADMIN), /proc "
+                             "(anywhere), or auto: the connector where it can be joined "
+                             "(default: auto)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _config(args: argparse.Namespace, mountpoint: str) -> MountConfig:
     fields = {k.replace("_", "-"): getattr(args, k)
               for k in ("abi", "uid", "gid", "mode", "nr_cpus", "user_events_max",
-                        "buffer_size_kb", "debug")}
+                        "buffer_size_kb", "debug", "process_source")}
     fields["mountpoint"] = mountpoint
     fields.update(_record_cli.events_config(args))
     try:
@@ -114,7 +120,8 @@ def _rebuild(args: argparse.Namespace) -> list[str]:
     out = [os.path.abspath(args.mountpoint), "--abi", args.abi, "--uid", str(args.uid),
            "--gid", str(args.gid), "--mode", f"{args.mode:o}",
            "--user-events-max", str(args.user_events_max),
-           "--buffer-size-kb", str(args.buffer_size_kb)]
+           "--buffer-size-kb", str(args.buffer_size_kb),
+           "--process-source", args.process_source]
     if args.nr_cpus is not None:
         out += ["--cpus", str(args.nr_cpus)]
     if args.debug:

@@ -34,6 +34,10 @@ class MountConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         user_events_max: the ``kernel.user_events_max`` sysctl.
         buffer_size_kb: initial ring buffer size per CPU.
         debug: log every request.
+        process_source: how forks and execs of clients are followed:
+            ``connector`` (the netlink process connector: initial namespaces,
+            CAP_NET_ADMIN), ``procfs`` (``/proc``, anywhere), ``auto`` (the
+            connector where it can be joined).
         events: user events to enable the moment they are created, as
             ``set_event`` words with globs (``user_events:*``); an option the
             kernel lacks (see ``engine/_auto_enable.py``).
@@ -48,6 +52,7 @@ class MountConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     user_events_max: Annotated[int, msgspec.Meta(ge=0)] = 32768
     buffer_size_kb: Annotated[int, msgspec.Meta(ge=1)] = 1410
     debug: bool = False
+    process_source: Literal["auto", "connector", "procfs"] = "auto"
     events: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

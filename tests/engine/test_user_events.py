@@ -55,8 +55,8 @@ class World:
     def snapshot(self) -> object:
         return (
             sorted((e.system, e.name, e.id, e.refcnt, e.fields, len(e.enablers)) for e in self.table),
-            sorted((tgid, e.addr, e.bit, e.event.name) for tgid, l in self.registry.mms.items()
-                   for e in l),
+            sorted((tgid, e.addr, e.bit, e.event.name) for tgid, mm in self.registry.mms.items()
+                   for e in mm.enablers.values()),
         )
 
 

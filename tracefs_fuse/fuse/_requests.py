@@ -28,7 +28,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from typing import Callable
+from typing import Callable, ContextManager
 
 import trio
 
@@ -57,7 +57,7 @@ class RequestHandler:
 
     def __init__(self, ops: TracefsOperations, nursery: trio.Nursery, mappings: MappingTracker,
                  *, writer_task: Callable[[int], Task], control_task: Callable[[int], Task],
-                 caller_task: Callable[[int], Task],
+                 caller: Callable[[int], ContextManager[Task]],
                  changed: Callable[[], trio.Event | None]) -> None:
         self.ops = ops
         self.nursery = nursery
@@ -66,8 +66,9 @@ class RequestHandler:
         self.writer_task = writer_task
         #: ... for control-file writes (adds capabilities).
         self.control_task = control_task
-        #: ... for ioctls (also tracks the caller, whose memory may be written).
-        self.caller_task = caller_task
+        #: ... around user_events_data ioctls (the caller is followed, and its
+        #: memory reached through the request).
+        self.caller = caller
         self.changed = changed
         self._waiters: set[_Waiter] = set()
         self._scopes: dict[int, trio.CancelScope] = {}  # unique -> blocked read
@@ -188,10 +189,12 @@ class RequestHandler:
             if file.kind is FileKind.MAPPABLE_PIPE:
                 self.mappings.look(req.pid)  # GET_READER needs the caller's mapping
             # Only user_events_data ioctls may write into the caller's memory:
-            # only they track it (an open() of any file sends TCGETS here too).
-            task = (self.caller_task if file.kind is FileKind.STREAM
-                    else self.control_task)(req.pid)
-            result = file.ioctl(cmd, arg, task)
+            # only they follow it (an open() of any file sends TCGETS here too).
+            if file.kind is FileKind.STREAM:
+                with self.caller(req.pid) as task:
+                    result = file.ioctl(cmd, arg, task)
+            else:
+                result = file.ioctl(cmd, arg, self.control_task(req.pid))
         except Exception as exc:
             self._reply_after_publish(req.reply_err, errno_of(exc, "ioctl"))
             return
