@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tracefs_fuse.pytest_plugin import UserEvents
+
 pytestmark = pytest.mark.uses_fuse
 
 EXAMPLES = Path(__file__).parents[2] / "docs" / "examples"
@@ -25,7 +27,7 @@ def examples(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_example_hello(examples: Path, user_events) -> None:  # type: ignore[no-untyped-def]
+def test_example_hello(examples: Path, user_events: UserEvents) -> None:
     run = user_events.run([examples / "hello", "there", "3"])
     assert [e.fields for e in run.events] == [
         {"times": n, "who": "there"} for n in (1, 2, 3)]
@@ -33,12 +35,13 @@ def test_example_hello(examples: Path, user_events) -> None:  # type: ignore[no-
     assert run.stdout == "".join(f"hello, there ({n})\n" for n in (1, 2, 3))
 
 
-def test_example_hello_writes_nothing_while_disabled(examples: Path, user_events) -> None:  # type: ignore[no-untyped-def]
+def test_example_hello_writes_nothing_while_disabled(examples: Path,
+                                                     user_events: UserEvents) -> None:
     run = user_events.run([examples / "hello"], events=["!*:*"])
     assert run.events == [] and run.stdout == "hello, world (1)\n"
 
 
-def test_example_request_rel_loc_strings(examples: Path, user_events) -> None:  # type: ignore[no-untyped-def]
+def test_example_request_rel_loc_strings(examples: Path, user_events: UserEvents) -> None:
     long_path = "/" + "x" * 600
     run = user_events.run([examples / "request", "/index.html", "/missing/page", long_path])
     assert [e.fields for e in run.events.named("http_request")] == [
@@ -48,7 +51,7 @@ def test_example_request_rel_loc_strings(examples: Path, user_events) -> None:  
     ]
 
 
-def test_example_worker_forked_child_emits(examples: Path, user_events) -> None:  # type: ignore[no-untyped-def]
+def test_example_worker_forked_child_emits(examples: Path, user_events: UserEvents) -> None:
     run = user_events.run([examples / "worker", "4"])
     for worker in (0, 1):
         mine = run.events.where(worker=worker)
@@ -57,7 +60,7 @@ def test_example_worker_forked_child_emits(examples: Path, user_events) -> None:
     assert run.events.where(worker=0)[0].pid != run.events.where(worker=1)[0].pid
 
 
-def test_example_eventheader(examples: Path, user_events) -> None:  # type: ignore[no-untyped-def]
+def test_example_eventheader(examples: Path, user_events: UserEvents) -> None:
     run = user_events.run([examples / "eventheader", "hi there", "42"])
     greeting = run.events.one("MyCompany_Greeter:Greeting")
     assert greeting.name == "MyCompany_Greeter_L4K1"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tracefs_fuse.pytest_plugin import UserEvents
 from tracefs_fuse.testing import RunFailed, run
 
 pytestmark = pytest.mark.uses_fuse
@@ -38,7 +39,7 @@ def raises() -> None:
     raise ValueError("from the child")
 
 
-def test_callable_runs_in_a_child_under_the_tracefs(user_events) -> None:  # type: ignore[no-untyped-def]
+def test_callable_runs_in_a_child_under_the_tracefs(user_events: UserEvents) -> None:
     result = user_events.run(functools.partial(in_private_tracefs, "from-python"))
     assert result.result["mounts"][-1] == "fuse.tracefs"
     assert result.result["pid"] != os.getpid()
@@ -46,19 +47,19 @@ def test_callable_runs_in_a_child_under_the_tracefs(user_events) -> None:  # typ
     assert (marker.fields["buf"], marker.pid) == ("from-python\n", result.result["pid"])
 
 
-def test_callable_that_raises_fails_with_its_traceback(user_events) -> None:  # type: ignore[no-untyped-def]
+def test_callable_that_raises_fails_with_its_traceback(user_events: UserEvents) -> None:
     with pytest.raises(RunFailed, match="(?s)exited with 1.*ValueError: from the child"):
         user_events.run(raises)
     finished = user_events.run(raises, check=False)
     assert finished.returncode == 1 and finished.result is None
 
 
-def test_callable_must_be_importable(user_events) -> None:  # type: ignore[no-untyped-def]
+def test_callable_must_be_importable(user_events: UserEvents) -> None:
     with pytest.raises(TypeError, match="module-level function"):
         user_events.run(lambda: None)
 
 
-def test_wait_for_follows_a_running_command(user_events, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_wait_for_follows_a_running_command(user_events: UserEvents, tmp_path: Path) -> None:
     go = tmp_path / "go"
     os.mkfifo(go)
     # The command marks "ready", then waits for us to let it finish.
@@ -75,7 +76,7 @@ def test_wait_for_follows_a_running_command(user_events, tmp_path: Path) -> None
     assert [e.fields["buf"] for e in finished.events] == ["ready\n", "done\n"]
 
 
-def test_wait_for_times_out_showing_what_arrived(user_events) -> None:  # type: ignore[no-untyped-def]
+def test_wait_for_times_out_showing_what_arrived(user_events: UserEvents) -> None:
     with user_events.start(["sh", "-c", f"{mark('one')}; exec sleep 60"]) as running:
         running.wait_for("print", timeout=10)
         started = time.monotonic()
@@ -89,7 +90,7 @@ def test_wait_for_times_out_showing_what_arrived(user_events) -> None:  # type: 
     assert stopped.returncode == 128 + signal.SIGTERM
 
 
-def test_wait_for_fails_at_once_when_the_command_ends(user_events) -> None:  # type: ignore[no-untyped-def]
+def test_wait_for_fails_at_once_when_the_command_ends(user_events: UserEvents) -> None:
     running = user_events.start(["sh", "-c", mark("only")])
     started = time.monotonic()
     with pytest.raises(AssertionError, match=r"exited \(0\) without an event never"):
@@ -103,7 +104,7 @@ def test_run_times_out_and_stops_the_command(tmp_path: Path) -> None:
         run(["sleep", "60"], timeout=1, workdir=tmp_path)
 
 
-def test_run_failures_show_stderr_and_events(user_events) -> None:  # type: ignore[no-untyped-def]
+def test_run_failures_show_stderr_and_events(user_events: UserEvents) -> None:
     with pytest.raises(RunFailed) as info:
         user_events.run(["sh", "-c", f"{mark('before')}; echo oops >&2; exit 3"])
     assert "exited with 3" in str(info.value)

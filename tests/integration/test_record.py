@@ -15,7 +15,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -25,6 +25,9 @@ from ..eventheader.build import EXT_ACTIVITY_ID, EXT_METADATA, extension, field,
 from .conftest import start_mount, stop_mount
 
 pytestmark = pytest.mark.uses_fuse
+
+#: The session fixture that compiles tests/clients/<name>.c.
+Build = Callable[[str], Path]
 
 RUN = [sys.executable, "-m", "tracefs_fuse", "run"]
 EH = "u8 eventheader_flags;u8 version;u16 id;u16 tag;u8 opcode;u8 level"
@@ -127,7 +130,7 @@ def eventheader_events() -> list[tuple[str, bytes, dict[str, Any], dict[str, Any
     ]
 
 
-def test_record_gives_back_every_field_of_a_mix_of_events(c_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_record_gives_back_every_field_of_a_mix_of_events(c_client: Build, tmp_path: Path) -> None:
     commands: list[str] = []
     writes: list[tuple[int, bytes, str, dict[str, Any], dict[str, Any] | None]] = []
     for command, payload, fields in plain_events():
@@ -170,7 +173,7 @@ def test_record_gives_back_every_field_of_a_mix_of_events(c_client, tmp_path: Pa
     assert stamps == sorted(stamps)
 
 
-def test_record_events_option_chooses_what_is_enabled(c_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_record_events_option_chooses_what_is_enabled(c_client: Build, tmp_path: Path) -> None:
     script = tmp_path / "script"
     script.write_text("reg wanted u32 a\nreg unwanted u32 a\nwrite 0 01000000\n")
     out = tmp_path / "events.jsonl"
@@ -201,8 +204,8 @@ def test_record_includes_trace_marker_writes(tmp_path: Path) -> None:
         ("ftrace:print", f"note{i}\n") for i in (1, 2, 3)]
 
 
-def test_record_keeps_what_the_ring_buffer_overwrote_in_the_count(c_client, tmp_path: Path  # type: ignore[no-untyped-def]
-                                                                 ) -> None:
+def test_record_keeps_what_the_ring_buffer_overwrote_in_the_count(c_client: Build,
+                                                                  tmp_path: Path) -> None:
     script = tmp_path / "script"
     payload = bytes(1000).hex()
     script.write_text("reg big char[1000] pad\n" + f"write 0 {payload}\n" * 400)
@@ -221,7 +224,7 @@ def test_record_keeps_what_the_ring_buffer_overwrote_in_the_count(c_client, tmp_
     assert f"{lost} lost: the ring buffer overflowed" in result.stderr
 
 
-def test_show_prints_a_recording(tmp_path: Path, c_client) -> None:  # type: ignore[no-untyped-def]
+def test_show_prints_a_recording(tmp_path: Path, c_client: Build) -> None:
     script = tmp_path / "script"
     script.write_text("reg shown u32 n; char[8] who\nwrite 0 05000000" + b"you".hex() + "0" * 10
                       + "\n")
@@ -240,7 +243,7 @@ def test_show_prints_a_recording(tmp_path: Path, c_client) -> None:  # type: ign
     assert "line 1" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_mount_events_option_enables_on_registration(tmp_path: Path, c_client) -> None:  # type: ignore[no-untyped-def]
+def test_mount_events_option_enables_on_registration(tmp_path: Path, c_client: Build) -> None:
     mount = start_mount(tmp_path / "tracing", tmp_path / "daemon.log", "--events",
                         "user_events:auto*")
     try:

@@ -21,5 +21,5 @@ from ._tracefs import ABI_MODES as ABI_MODES
 from ._tracefs import Tracefs as Tracefs
 from ._uapi import Abi as Abi
 
-__all__ = ["ABI_MODES", "Abi", "EnablePattern", "ManualClock", "ProcessMemory", "Task", "Tgid", "TraceClocks",
-           "Tracefs", "TracefsError", "WouldBlock"]
+__all__ = ["ABI_MODES", "Abi", "EnablePattern", "ManualClock", "ProcessMemory", "Task", "Tgid",
+           "TraceClocks", "Tracefs", "TracefsError", "WouldBlock"]

@@ -14,7 +14,8 @@ Rules:
     decoding manifests are outside the event): it is kept in hex.
   * Parsed metadata is cached by its bytes: events of one definition repeat
     the same block.
-  * Decoding never raises for anything after the header: what could not be read is described in the returned problem.
+  * Decoding never raises for anything after the header: what could not be
+    read is described in the returned problem.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import msgspec
 from ._metadata import EventDefinition, MetadataError, parse_metadata
 from ._name import TracepointName
 from ._spec import (EXTENSION_BE, EXTENSION_CHAIN, EXTENSION_KIND_MASK, EXTENSION_LE,
-                    HEADER_BE, HEADER_LE, ExtensionKind, Flags)
+                    HEADER_BE, HEADER_LE, ByteOrder, ExtensionKind, Flags)
 from ._values import Payload, PayloadError, read_fields
 
 HEADER_SIZE = HEADER_LE.size
@@ -87,9 +88,9 @@ class EventHeaderDecoder:
     """Decodes EventHeader events, keeping parsed metadata blocks for reuse."""
 
     def __init__(self) -> None:
-        self._definitions: dict[tuple[bytes, str], EventDefinition] = {}
+        self._definitions: dict[tuple[bytes, ByteOrder], EventDefinition] = {}
 
-    def _definition(self, block: bytes, order: str) -> EventDefinition:
+    def _definition(self, block: bytes, order: ByteOrder) -> EventDefinition:
         key = (block, order)
         found = self._definitions.get(key)
         if found is None:
@@ -119,7 +120,7 @@ class EventHeaderDecoder:
             raise EventHeaderError(f"{len(data)} bytes cannot hold an eventheader")
         flags = data[0]
         little = bool(flags & Flags.LITTLE_ENDIAN)
-        order = "little" if little else "big"
+        order: ByteOrder = "little" if little else "big"
         _, version, event_id, tag, opcode, level = (HEADER_LE if little else HEADER_BE
                                                     ).unpack_from(data, 0)
         extension = EXTENSION_LE if little else EXTENSION_BE

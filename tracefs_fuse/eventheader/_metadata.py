@@ -22,7 +22,8 @@ Rules:
 from __future__ import annotations
 
 from ._spec import (ENCODING_CARRAY, ENCODING_CHAIN, ENCODING_VALUE_MASK, ENCODING_VARRAY,
-                    FORMAT_CHAIN, FORMAT_VALUE_MASK, Encoding, Format, effective_format)
+                    FORMAT_CHAIN, FORMAT_VALUE_MASK, ByteOrder, Encoding, Format,
+                    effective_format)
 
 
 class MetadataError(ValueError):
@@ -101,7 +102,7 @@ def split_attributes(text: str) -> tuple[str, dict[str, str]]:
 class _Cursor:
     __slots__ = ("data", "pos", "order")
 
-    def __init__(self, data: bytes, order: str) -> None:
+    def __init__(self, data: bytes, order: ByteOrder) -> None:
         self.data = data
         self.pos = 0
         self.order = order
@@ -126,7 +127,7 @@ class _Cursor:
         if self.pos + 2 > len(self.data):
             raise MetadataError(f"a field definition ends early at {self.pos}")
         self.pos += 2
-        return int.from_bytes(self.data[self.pos - 2:self.pos], self.order)  # type: ignore[arg-type]
+        return int.from_bytes(self.data[self.pos - 2:self.pos], self.order)
 
 
 def _field(cursor: _Cursor) -> FieldDefinition:
@@ -160,7 +161,7 @@ def _field(cursor: _Cursor) -> FieldDefinition:
     return FieldDefinition(name, attributes, encoding, format_, tag, array, length, fields)
 
 
-def parse_metadata(data: bytes, byte_order: str) -> EventDefinition:
+def parse_metadata(data: bytes, byte_order: ByteOrder) -> EventDefinition:
     """Parse one metadata extension block.
 
     Args:

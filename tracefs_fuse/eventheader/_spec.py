@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import enum
 import struct
+from typing import Literal
 
 #: The tracepoint's fields (``EVENTHEADER_COMMAND_TYPES``): what tells an
 #: EventHeader tracepoint from any other, together with its name.
 COMMAND_TYPES = "u8 eventheader_flags;u8 version;u16 id;u16 tag;u8 opcode;u8 level"
+#: What the header's little_endian flag says about everything after it.
+ByteOrder = Literal["little", "big"]
 #: ``EVENTHEADER_NAME_MAX``: tracepoint names are shorter than this.
 NAME_MAX = 256
 

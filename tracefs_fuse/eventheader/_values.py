@@ -38,7 +38,7 @@ import uuid
 from typing import Any
 
 from ._metadata import FieldDefinition
-from ._spec import ENCODING_CARRAY, Encoding, Format
+from ._spec import ENCODING_CARRAY, ByteOrder, Encoding, Format
 
 _VALUE_SIZES = {Encoding.VALUE8: 1, Encoding.VALUE16: 2, Encoding.VALUE32: 4,
                 Encoding.VALUE64: 8, Encoding.VALUE128: 16}
@@ -49,7 +49,7 @@ _COUNTED_UNITS = {Encoding.STRING_LENGTH16_CHAR8: 1, Encoding.STRING_LENGTH16_CH
 _CODECS = {(1, "little"): "utf-8", (1, "big"): "utf-8", (2, "little"): "utf-16-le",
            (2, "big"): "utf-16-be", (4, "little"): "utf-32-le", (4, "big"): "utf-32-be"}
 #: Byte order marks by code unit: (mark, the byte order it announces).
-_BOMS = {1: ((b"\xef\xbb\xbf", "little"),),
+_BOMS: dict[int, tuple[tuple[bytes, ByteOrder], ...]] = {1: ((b"\xef\xbb\xbf", "little"),),
          2: ((b"\xff\xfe", "little"), (b"\xfe\xff", "big")),
          4: ((b"\xff\xfe\x00\x00", "little"), (b"\x00\x00\xfe\xff", "big"))}
 _SIGNED = frozenset({Format.SIGNED_INT, Format.ERRNO, Format.PID, Format.TIME})
@@ -68,7 +68,7 @@ class Payload:
 
     __slots__ = ("data", "pos", "order")
 
-    def __init__(self, data: bytes, pos: int, order: str) -> None:
+    def __init__(self, data: bytes, pos: int, order: ByteOrder) -> None:
         self.data = data
         self.pos = pos
         self.order = order
@@ -83,7 +83,7 @@ class Payload:
         return raw
 
     def count(self, what: str) -> int:
-        return int.from_bytes(self.take(2, what), self.order)  # type: ignore[arg-type]
+        return int.from_bytes(self.take(2, what), self.order)
 
     def zstring(self, unit: int, what: str) -> bytes:
         data, start = self.data, self.pos
@@ -109,7 +109,7 @@ def _char(code: int) -> str:
     return chr(code)
 
 
-def _scalar(raw: bytes, shown: Format, order: str) -> Any:
+def _scalar(raw: bytes, shown: Format, order: ByteOrder) -> Any:
     if shown is Format.HEX_BYTES:
         return raw.hex()
     if len(raw) == 16:
@@ -124,7 +124,7 @@ def _scalar(raw: bytes, shown: Format, order: str) -> Any:
         return str(ipaddress.IPv4Address(raw))
     if shown is Format.STRING8:
         return raw.decode("latin-1")
-    value = int.from_bytes(raw, order, signed=shown in _SIGNED)  # type: ignore[arg-type]
+    value = int.from_bytes(raw, order, signed=shown in _SIGNED)
     if shown is Format.BOOLEAN:
         return bool(value) if value in (0, 1) else value
     if shown is Format.STRING_UTF:
@@ -132,7 +132,7 @@ def _scalar(raw: bytes, shown: Format, order: str) -> Any:
     return value
 
 
-def _string(raw: bytes, unit: int, shown: Format, order: str) -> str:
+def _string(raw: bytes, unit: int, shown: Format, order: ByteOrder) -> str:
     if shown is Format.HEX_BYTES:
         return raw.hex()
     if shown is Format.STRING8:
