@@ -93,7 +93,7 @@ def test_unknown_command_shows_the_commands(capsys: pytest.CaptureFixture[str]) 
     status, _, err = run_main(["frob", "/m"], capsys)
     assert status == 2
     assert err.splitlines()[-1] == ("tracefs-fuse: error: argument COMMAND: invalid choice: "
-                                    "'frob' (choose from 'run', 'mount', 'umount')")
+                                    "'frob' (choose from 'run', 'mount', 'umount', 'show')")
 
 
 def parsed(*argv: str) -> MountConfig:

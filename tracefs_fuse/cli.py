@@ -7,6 +7,8 @@ subcommand is a new pair and one line in ``COMMANDS``.
 * ``run [options] -- CMD``: CMD with our tracefs at ``/sys/kernel/tracing``, in
   a private mount namespace (and, without sudo, a user namespace).
 * ``mount DIR`` and ``umount DIR``.
+* ``run --record FILE -- CMD``: what CMD emits, as JSON Lines; ``show FILE``
+  prints such a recording (``_record_cli``).
 * mount(8)'s form, ``tracefs-fuse SOURCE DIR -o OPTIONS`` (what Debian's
   ``mount.fuse3`` runs for ``mount -t fuse.tracefs-fuse`` and for fstab), is
   ``mount DIR -o OPTIONS``.
@@ -36,7 +38,7 @@ from typing import Callable, NamedTuple
 
 import msgspec
 
-from . import __version__, _logging, _systemd
+from . import __version__, _logging, _record_cli, _systemd
 from .config import AbiName, LogLevel, MountConfig, ProcessSource
 from .config import decode as decode_config
 from .config import encode as encode_config
@@ -196,6 +198,7 @@ def _config(args: argparse.Namespace, mountpoint: str, *, owner: tuple[int, int]
     fields.setdefault("uid", owner[0])
     fields.setdefault("gid", owner[1])
     fields.update(mountpoint=mountpoint, allow_other=allow_other)
+    fields.update(_record_cli.events_config(args))
     try:
         return msgspec.convert({k.replace("_", "-"): v for k, v in fields.items()}, MountConfig)
     except msgspec.ValidationError as exc:  # the option types check first; a bug if it fires
@@ -238,6 +241,8 @@ def add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
              "with '-' (default: stderr, after CMD exits)")
     _add_filesystem_options(parser, owner=("0, root: without sudo, that is you",
                                            "0: without sudo, your group"))
+    _record_cli.add_events_option(parser)
+    _record_cli.add_record_option(parser)
     parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]",
                         help="the command to run")
     parser.set_defaults(handler=cmd_run, parser=parser)
@@ -265,7 +270,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .fuse._run import run_in_namespace
 
     try:
-        return run_in_namespace(config, argv)
+        return run_in_namespace(config, argv, _record_cli.open_record(args))
     finally:
         if held_back is not None:
             held_back.write_to(sys.stderr)
@@ -302,6 +307,7 @@ def add_mount(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--config-json", help=argparse.SUPPRESS)
     _add_filesystem_options(parser, owner=("you; 0 under sudo", "your group; 0 under sudo"))
+    _record_cli.add_events_option(parser)
     parser.set_defaults(handler=cmd_mount, parser=parser)
 
 
@@ -453,7 +459,8 @@ class Command(NamedTuple):
     add: Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]
 
 
-COMMANDS = (Command("run", add_run), Command("mount", add_mount), Command("umount", add_umount))
+COMMANDS = (Command("run", add_run), Command("mount", add_mount), Command("umount", add_umount),
+            Command("show", _record_cli.add_show))
 
 EPILOG = f"""\
 examples:

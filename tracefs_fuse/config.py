@@ -17,6 +17,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from .engine import EnablePattern
+
 AbiName = Literal["auto", "5.18", "6.1", "mainline"]
 LogLevel = Literal["error", "warning", "info", "debug"]
 ProcessSource = Literal["auto", "connector", "procfs"]
@@ -51,6 +53,9 @@ class MountConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
             ``connector`` (the netlink process connector: initial namespaces,
             CAP_NET_ADMIN), ``procfs`` (``/proc``, anywhere), ``auto`` (the
             connector where it can be joined).
+        events: user events to enable the moment they are created, as
+            ``set_event`` words with globs (``user_events:*``); an option the
+            kernel lacks (see ``engine/_auto_enable.py``).
     """
 
     mountpoint: str
@@ -66,6 +71,11 @@ class MountConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     allow_other: bool = True
     mount_flags: tuple[MountFlag, ...] = ()
     process_source: ProcessSource = "auto"
+    events: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for pattern in self.events:
+            EnablePattern.parse(pattern)  # ValueError: msgspec reports it with its path
 
 
 _decoder = msgspec.json.Decoder(MountConfig)

@@ -109,7 +109,8 @@ class Daemon:
         self.engine = Tracefs(
             nr_cpus=config.nr_cpus or possible_cpus(), memory=self.memory,
             clocks=host_clocks(), abi=config.abi, user_events_max=config.user_events_max,
-            buffer_size_kb=config.buffer_size_kb, marker_ip=marker_ip())
+            buffer_size_kb=config.buffer_size_kb, marker_ip=marker_ip(),
+            auto_enable=config.events)
         self.tracker = ProcessTracker(self.engine.registry, self.memory,
                                       source=config.process_source, changed=self.publish)
         self.ops = TracefsOperations(self.engine.root, self.control_task, uid=config.uid,
@@ -120,6 +121,9 @@ class Daemon:
         self._generation = self.engine.generation
         self._writers: dict[int, tuple[TaskFacts, Task]] = {}
         self.pages = PagePusher()
+        #: Called after a request (or process event) that put records in a
+        #: buffer: in-process readers such as a recording (tracefs_fuse.record).
+        self.data_listeners: list[Callable[[], None]] = []
 
     # -- who is calling ---------------------------------------------------------------
 
@@ -171,6 +175,8 @@ class Daemon:
             assert self.handler is not None
             self.handler.data_arrived()
             self.ops.notify_pollers()
+            for listener in self.data_listeners:
+                listener()
         stores = []
         for update in self.engine.take_page_updates():
             inode = self.ops.inodes.known(update.path)
