@@ -29,6 +29,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -62,8 +63,10 @@ FUSE_FLAGS = ("--device", "/dev/fuse", "--cap-add", "SYS_ADMIN")
 
 IMAGE = "localhost/tracefs-fuse-test"
 #: A TLS-intercepting proxy the host trusts must be trusted by pip in the build's RUN steps
-#: too: the host's CA bundle is lent to them (the images keep their own).
+#: too: the host's CA bundle is lent to them beside the image's own (which ca-certificates must
+#: be free to rewrite), and pip is pointed at it.
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+LENT_CA_BUNDLE = "/run/tracefs-fuse-test-ca.crt"
 
 
 def base_key() -> str:
@@ -82,7 +85,7 @@ class Podman:
 
     def argv(self, *args: str) -> list[str]:
         argv = ["podman", *VM_FLAGS, "--storage-driver", "overlay", "--root", str(self.root),
-                "--runroot", str(self.runroot), *args]
+                "--runroot", str(self.runroot), "--tmpdir", str(self.runroot / "libpod"), *args]
         return argv if self.user is None else self.user.argv(argv)
 
     def __call__(self, *args: str, check: bool = True, timeout: float = 1800,
@@ -122,8 +125,9 @@ def base_rootfs(cache: Path) -> Path:
     if not tar.exists():
         partial = cache / f"{tar.name}.partial"
         include = [f"--include={','.join(PACKAGES)}"] if PACKAGES else []
-        result = subprocess.run(["mmdebstrap", f"--variant={VARIANT}", *include, SUITE,
-                                 str(partial)], capture_output=True, text=True, timeout=1800)
+        result = subprocess.run(["mmdebstrap", f"--variant={VARIANT}", "--format=tar", *include,
+                                 SUITE, str(partial)], capture_output=True, text=True,
+                                timeout=1800)
         assert result.returncode == 0, f"mmdebstrap failed:\n{result.stderr[-4000:]}"
         partial.rename(tar)
     return tar
@@ -131,7 +135,8 @@ def base_rootfs(cache: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def rootful(container_session: Path) -> Iterator[Podman]:
-    runroot = Path(tempfile.mkdtemp(prefix="tracefs-fuse-podman-run-"))
+    # Podman's database remembers the run directory: a fixed one, emptied after the session.
+    runroot = Path("/run/tracefs-fuse-containers")
     podman = Podman(container_session / "storage", runroot)
     try:
         yield podman
@@ -142,7 +147,7 @@ def rootful(container_session: Path) -> Iterator[Podman]:
         # containers/storage's overlay driver bind-mounts its directory onto itself.
         for mountpoint in mounts_under(podman.root):
             subprocess.run(["umount", mountpoint], check=True)
-        shutil.rmtree(runroot)
+        shutil.rmtree(runroot, ignore_errors=True)  # absent if podman never ran
     assert not leftover, f"containers left running: {leftover}"
 
 
@@ -161,7 +166,8 @@ def image(rootful: Podman, container_session: Path) -> str:
         rootful("import", str(base_rootfs(container_session)), base)
     build = ["build", "--force-rm", "--network", "host", *RUN_VM_FLAGS]
     if os.path.exists(CA_BUNDLE):
-        build += ["--volume", f"{CA_BUNDLE}:{CA_BUNDLE}:ro"]
+        build += ["--volume", f"{CA_BUNDLE}:{LENT_CA_BUNDLE}:ro", "--env",
+                  f"PIP_CERT={LENT_CA_BUNDLE}"]
     # Each stage is tagged, so that pruning the previous builds keeps every cached layer.
     project = ["-f", "mountscripts/Containerfile", "--build-arg", f"BASE={base}"]
     rootful(*build, *project, "--target", "build", "-t", f"{IMAGE}:project-build", ".", cwd=REPO)
@@ -192,7 +198,7 @@ def rootless(rootful: Podman, image: str) -> Iterator[Podman]:
                     load_as(podman, rootful, image)
                     yield podman
                 finally:
-                    end_pause_process(xdg)
+                    end_pause_process(home)
         finally:
             shutil.rmtree(home)
 
@@ -210,17 +216,15 @@ def load_as(podman: Podman, rootful: Podman, image: str) -> None:
     assert save.returncode == 0, err.decode(errors="replace")
 
 
-def end_pause_process(xdg: Path) -> None:
+def end_pause_process(home: Path) -> None:
     """Rootless podman keeps a process holding its user namespace: end it and wait."""
-    try:
-        pid = int((xdg / "libpod" / "tmp" / "pause.pid").read_text())
-        pidfd = os.pidfd_open(pid)
-    except (FileNotFoundError, ProcessLookupError):
-        return
-    try:
-        signal.pidfd_send_signal(pidfd, signal.SIGTERM)
-        import select
-
-        select.select([pidfd], [], [], 30)
-    finally:
-        os.close(pidfd)
+    for pidfile in home.rglob("pause.pid"):
+        try:
+            pidfd = os.pidfd_open(int(pidfile.read_text()))
+        except ProcessLookupError:
+            continue
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+            select.select([pidfd], [], [], 30)
+        finally:
+            os.close(pidfd)
