@@ -52,17 +52,20 @@ class Section:
     report: str | None = None
 
 
+#: The mainline flow, as tests/integration/test_user_events_mainline.py checks it on the host.
+UE_FLOW = Section("ue_flow", '"$b/ue_flow" "$t"', (
+    "registered index=0 size=28 bit=31 enabled=0x5a5a0000",
+    "enabled=0xda5a0000",
+    "writev=24",
+    "disabled enabled=0x5a5a0000",
+    "writev disabled=-1 errno=9",
+    "unregistered enabled=0x5a5a0000",
+    "after close: deleted",
+))
+
 #: The clients of tests/clients/ that every environment runs, each against a fresh event name.
 CLIENT_SECTIONS = (
-    Section("ue_flow", '"$b/ue_flow" "$t"', (
-        "registered index=0 size=28 bit=31 enabled=0x5a5a0000",
-        "enabled=0xda5a0000",
-        "writev=24",
-        "disabled enabled=0x5a5a0000",
-        "writev disabled=-1 errno=9",
-        "unregistered enabled=0x5a5a0000",
-        "after close: deleted",
-    )),
+    UE_FLOW,
     Section("ue_procs-thread", '"$b/ue_procs" "$t" thread',
             ("thread: bit set", "thread: bit clear")),
     Section("ue_procs-fork", '"$b/ue_procs" "$t" fork', (

@@ -17,8 +17,8 @@ Rules:
   * Nothing is left behind: containers run with ``--rm``; the rootful storage's own bind mount
     is undone at the end; the rootless user, its storage and its processes (podman's pause
     process included) go with the session; device modes are restored.
-  * Flags these VMs need and users do not (``--runtime runc --cgroup-manager cgroupfs``, the
-    ``--ulimit`` pair) are in :data:`VM_FLAGS`; docs/containers.md says why.
+  * Flags these VMs need and users do not are apart (:data:`VM_FLAGS`, :data:`RUN_VM_FLAGS`);
+    docs/containers.md says why.
   * Rootful containers get ``--network none``: a network namespace of their own like the
     default bridge, without the bridge interface and firewall rules the default leaves on the
     host. Rootless ones keep their default (slirp4netns), which leaves nothing.
