@@ -184,9 +184,9 @@ def image(rootful: Podman, container_session: Path) -> str:
 @pytest.fixture(scope="session")
 def rootless(rootful: Podman, image: str) -> Iterator[Podman]:
     """Podman as an ordinary user, ``tfuse-ctr-N``, with the test image loaded."""
-    with ordinary_user("ctr", subids=True) as user:
-        home = Path(tempfile.mkdtemp(prefix="tracefs-fuse-rootless-"))
-        try:
+    home = Path(tempfile.mkdtemp(prefix="tracefs-fuse-rootless-"))
+    try:
+        with ordinary_user("ctr", subids=True) as user:  # waits for the user's processes
             os.chown(home, user.uid, user.gid)
             xdg = home / "run"
             xdg.mkdir(mode=0o700)
@@ -199,13 +199,13 @@ def rootless(rootful: Podman, image: str) -> Iterator[Podman]:
                     yield podman
                 finally:
                     end_pause_process(home)
-        finally:
-            shutil.rmtree(home)
+    finally:
+        shutil.rmtree(home)  # its storage too, once nothing of the user runs
 
 
 def load_as(podman: Podman, rootful: Podman, image: str) -> None:
     """Copy ``image`` from the rootful storage into ``podman``'s (a pipe: nothing on disk)."""
-    save = subprocess.Popen(rootful.argv("save", "--format", "docker-archive", image),
+    save = subprocess.Popen(rootful.argv("save", "--quiet", "--format", "docker-archive", image),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert save.stdout is not None
     try:
