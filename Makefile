@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBS := fuse3 libfuse3-dev pkg-config gcc make python3-venv python3-dev \
-        trace-cmd libtracefs-dev libtraceevent-dev strace
+        trace-cmd libtracefs-dev libtraceevent-dev strace systemd
 
 .PHONY: setup test bench oracle-test container-test clean
 

@@ -28,6 +28,7 @@ from ..engine._errors import TracefsError
 from ..engine._memory import Tgid
 from ..engine._tracefs import Tracefs
 from ..engine._tree import Vma
+from . import _mountinfo
 from ._inodes import InodeTable, Path
 
 log = logging.getLogger(__name__)
@@ -41,12 +42,9 @@ def mount_device(mountpoint: str) -> str:
     Read from mountinfo: a ``stat()`` of our own mountpoint would wait for
     the very daemon that calls it.
     """
-    with open("/proc/self/mountinfo") as f:
-        for line in reversed(f.readlines()):
-            fields = line.split()
-            if fields[4] == mountpoint and fields[fields.index("-") + 1].startswith("fuse"):
-                major, minor = (int(n) for n in fields[2].split(":"))
-                return f"{major:02x}:{minor:02x}"
+    for mount in reversed(_mountinfo.mounted_at(mountpoint)):
+        if mount.fstype.startswith("fuse"):
+            return "%02x:%02x" % mount.device
     raise RuntimeError(f"{mountpoint} is not a FUSE mount")
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from typing import Callable
+from typing import Callable, ContextManager
 
 import trio
 
@@ -36,7 +36,7 @@ from ..engine._buffer_files import RawPipeFile
 from ..engine._errors import TracefsError, WouldBlock
 from ..engine._task import Task
 from ..engine._tree import FileKind, OpenFile
-from ._errno import errno_of
+from ._errno import errno_of, request_name
 from ._mmap import MappingTracker
 from ._operations import TracefsOperations
 from ._session import Request
@@ -57,7 +57,7 @@ class RequestHandler:
 
     def __init__(self, ops: TracefsOperations, nursery: trio.Nursery, mappings: MappingTracker,
                  *, writer_task: Callable[[int], Task], control_task: Callable[[int], Task],
-                 caller_task: Callable[[int], Task],
+                 caller: Callable[[int], ContextManager[Task]],
                  changed: Callable[[], trio.Event | None]) -> None:
         self.ops = ops
         self.nursery = nursery
@@ -66,8 +66,9 @@ class RequestHandler:
         self.writer_task = writer_task
         #: ... for control-file writes (adds capabilities).
         self.control_task = control_task
-        #: ... for ioctls (also tracks the caller, whose memory may be written).
-        self.caller_task = caller_task
+        #: ... around user_events_data ioctls (the caller is followed, and its
+        #: memory reached through the request).
+        self.caller = caller
         self.changed = changed
         self._waiters: set[_Waiter] = set()
         self._scopes: dict[int, trio.CancelScope] = {}  # unique -> blocked read
@@ -115,7 +116,7 @@ class RequestHandler:
             self.nursery.start_soon(self._blocked_read, req, fh, file, offset, size)
             return
         except Exception as exc:
-            req.reply_err(errno_of(exc, "read"))
+            req.reply_err(self._refused(exc, "read", req, fh))
             return
         req.reply_data(data)
 
@@ -140,7 +141,7 @@ class RequestHandler:
                         waiter.event = trio.Event()
                         continue
                     except Exception as exc:
-                        req.reply_err(errno_of(exc, "read"))
+                        req.reply_err(self._refused(exc, "read", req, fh))
                         return
                     req.reply_data(data)
                     return
@@ -174,7 +175,7 @@ class RequestHandler:
             task = (self.writer_task if file.kind is FileKind.STREAM else self.control_task)(req.pid)
             count = file.write(data, offset, task)
         except Exception as exc:
-            self._reply_after_publish(req.reply_err, errno_of(exc, "write"))
+            self._reply_after_publish(req.reply_err, self._refused(exc, "write", req, fh))
         else:
             self._reply_after_publish(req.reply_write, count)
 
@@ -188,18 +189,29 @@ class RequestHandler:
             if file.kind is FileKind.MAPPABLE_PIPE:
                 self.mappings.look(req.pid)  # GET_READER needs the caller's mapping
             # Only user_events_data ioctls may write into the caller's memory:
-            # only they track it (an open() of any file sends TCGETS here too).
-            task = (self.caller_task if file.kind is FileKind.STREAM
-                    else self.control_task)(req.pid)
-            result = file.ioctl(cmd, arg, task)
+            # only they follow it (an open() of any file sends TCGETS here too).
+            if file.kind is FileKind.STREAM:
+                with self.caller(req.pid) as task:
+                    result = file.ioctl(cmd, arg, task)
+            else:
+                result = file.ioctl(cmd, arg, self.control_task(req.pid))
         except Exception as exc:
-            self._reply_after_publish(req.reply_err, errno_of(exc, "ioctl"))
+            self._reply_after_publish(req.reply_err, self._refused(exc, "ioctl", req, fh, cmd))
             return
         if cmd == 0 and file.kind in (FileKind.PIPE, FileKind.MAPPABLE_PIPE):
             self.wake_file(fh)  # ioctl(fd, 0): "wake up waiters"
         # No output data: the kernel copies nothing back over what the engine
         # wrote into the caller's memory.
         self._reply_after_publish(req.reply_ioctl, result)
+
+    def _refused(self, exc: Exception, op: str, req: Request, fh: int,
+                 cmd: int | None = None) -> int:
+        """The errno for a refused request; one log line names it and its caller."""
+        try:
+            path: tuple[str, ...] | None = self.ops.files.path(fh)
+        except KeyError:
+            path = None  # the refusal itself: no such open file
+        return errno_of(exc, request_name(op, path, cmd), req.pid)
 
     def _reply_after_publish(self, reply: Callable[[int], None], value: int) -> None:
         """Reply once what the request changed is visible in clients' mappings,

@@ -25,7 +25,7 @@ import sys
 import trio
 
 from ..config import MountConfig
-from . import _namespace
+from . import _environment, _namespace
 from ._daemon import Daemon
 from ._session import terminate
 
@@ -47,9 +47,18 @@ def exit_status(returncode: int) -> int:
 
 
 def run_in_namespace(config: MountConfig, argv: list[str]) -> int:
+    """Enter the namespaces, serve, run ``argv``; its exit status, or 1.
+
+    Environment problems (no ``/dev/fuse``, namespaces refused, …) are said in
+    one line on stderr before anything is mounted.
+    """
     try:
-        _namespace.unshare_mounts()
+        _environment.check_fuse_device()
+        _namespace.enter()
         mountpoint = _namespace.prepare_tracing_dir()
+    except _environment.EnvironmentProblem as exc:
+        print(f"tracefs-fuse run: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"tracefs-fuse run: cannot set up a private mount namespace: {exc}",
               file=sys.stderr)
@@ -59,7 +68,7 @@ def run_in_namespace(config: MountConfig, argv: list[str]) -> int:
         return trio.run(_run, config, argv)
     except Exception as exc:
         log.debug("run failed", exc_info=True)
-        print(f"tracefs-fuse run: {exc}", file=sys.stderr)
+        print(f"tracefs-fuse run: {_environment.one_line(exc)}", file=sys.stderr)
         return 1
 
 
