@@ -152,12 +152,12 @@ def check(section: Section, printed: dict[str, Printed], log: str) -> None:
     if section.report is not None:
         pattern = re.compile(section.report)
         lines = tuple(" ".join(m.group(1).split()) for m in map(pattern.match, lines) if m)
-    assert got.status == 0, (f"{section.name} exited {got.status}:\n"
-                             + "\n".join(got.lines) + f"\n--- stderr:\n{log}")
+    printed_text = f"{section.name} printed:\n" + "\n".join(got.lines) + f"\n--- stderr:\n{log}"
+    assert got.status == 0, f"exited {got.status}; {printed_text}"
     if section.unordered:
-        assert sorted(lines) == sorted(section.expected), log
+        assert sorted(lines) == sorted(section.expected), printed_text
     else:
-        assert lines == section.expected, log
+        assert lines == section.expected, printed_text
 
 
 def daemon_errors(log: str) -> list[str]:

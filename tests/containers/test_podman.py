@@ -9,7 +9,8 @@ and checks every line each client prints:
 * ``rootful-unprivileged``: the same container, the command as uid 1000 and the mount owned by
   it (``tracefs-fuse run --uid 1000 --gid 1000 -- setpriv …``): the container job of
   mountscripts/github-actions.yml, which does not run the user's tests as root.
-* ``rootless``: ``podman run`` as an ordinary user: a user namespace on top.
+* ``rootless``: ``podman run --device /dev/fuse IMAGE …`` as an ordinary user: a user namespace
+  on top, and no added capability (tracefs-fuse makes a user namespace of its own).
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ def _run(mode: str, request: pytest.FixtureRequest, image: str) -> Outcome:
             flags=(*FUSE_FLAGS, "--cap-add", "SYS_PTRACE", *own_network,
                    "--entrypoint", "tracefs-fuse"))
     else:
+        # The documented command: no capability, tracefs-fuse makes its own user namespace.
         rootless: Podman = request.getfixturevalue("rootless")
-        result = rootless.run(image, "sh", "-c", script)
+        result = rootless.run(image, "sh", "-c", script, flags=("--device", "/dev/fuse"))
     return Outcome(client_suite.parse(result.stdout), result.returncode, result.stderr)
 
 
