@@ -395,3 +395,20 @@ def test_memory_pin_copy_of_a_stranger(memory: ClientMemory, pages: Client,
         memory.pin_copy(other.pid, origin)
     with pytest.raises(ProcessLookupError):
         memory.pin_copy(Tgid(0x3FFFFFFF), origin)
+
+
+def test_memory_pin_copy_where_kcmp_is_refused(memory: ClientMemory, pages: Client,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Default container seccomp profiles refuse kcmp(2): a fork copy is still
+    recognised (flag, layout, AT_RANDOM); a CLONE_VM child cannot be told
+    apart, and is pinned on the origin's own mm."""
+    import tracefs_fuse.fuse._memory as _memory
+
+    monkeypatch.setattr(_memory, "_NR_KCMP", None)  # as ENOSYS; EPERM takes the same path
+    origin = memory.pin_caller(pages.pid, pages.pid)
+    copy = memory.pin_copy(child_of(pages), origin)
+    shared = memory.pin_copy(child_of(pages, "vmfork"), origin)
+    assert memory.write(shared.tgid, word(pages), b"\x00") == 1
+    assert pages.ask("word") == "11223300"  # the shared mm is the origin's
+    assert memory.read(copy.tgid, word(pages), 4) == (0x11223344).to_bytes(4, "little")
+    assert memory.statistics().vm_unknown == 2

@@ -57,6 +57,11 @@ Caveats:
     byte at that moment can lose its update.
   * An image without ``AT_RANDOM`` (not an ELF exec) cannot vouch for copies:
     its forks are not followed.
+  * Where ``kcmp(2)`` is refused (Docker's and podman's default seccomp
+    profiles, without CAP_SYS_PTRACE), a child sharing its parent's mm
+    (vfork, posix_spawn, clone(CLONE_VM)) found before its exec cannot be
+    told from a fork copy: it is pinned as one (its writes land in that same
+    mm, the origin's) and keeps its copies of the enablers until it exits.
   * Needs ptrace access to the targets (``PTRACE_MODE_ATTACH``): root, or
     CAP_SYS_PTRACE, or the same uid (inside ``tracefs-fuse run`` the command
     is our descendant, which Yama's scope 1 also allows).
@@ -190,6 +195,8 @@ class MemoryStatistics(msgspec.Struct, frozen=True, kw_only=True):
     #: Forked children checked and pinned as copies, and those refused.
     copies_pinned: int
     copies_refused: int
+    #: Of those pinned, how many without kcmp(2) to rule out a shared mm.
+    vm_unknown: int
 
 
 class _Pidfd:
@@ -274,17 +281,16 @@ def _pread(fd: int, size: int, addr: int) -> bytes:
         raise
 
 
-def _shares_mm(child: int, parent: int) -> bool:
+def _shares_mm(child: int, parent: int) -> bool | None:
     """``kcmp(KCMP_VM)``: whether two tasks use one mm (clone(CLONE_VM), vfork).
 
-    A vanished task shares nothing (ESRCH).
-
-    Raises:
-        OSError: ENOSYS without CONFIG_KCMP or on an architecture missing
-            from ``_NR_KCMP``.
+    A vanished task shares nothing (ESRCH). None where kcmp cannot be asked:
+    no CONFIG_KCMP or an architecture missing from ``_NR_KCMP`` (ENOSYS), or
+    a seccomp filter that refuses it (EPERM: Docker's and podman's default
+    profiles allow kcmp only with CAP_SYS_PTRACE).
     """
     if _NR_KCMP is None:
-        raise OSError(errno.ENOSYS, f"kcmp syscall number unknown on {platform.machine()}")
+        return None
     # kcmp returns 0 for "equal", 1 or 2 for an ordering of two different mms.
     result: int = _libc.syscall(_NR_KCMP, child, parent, KCMP_VM, 0, 0)
     if result >= 0:
@@ -292,6 +298,8 @@ def _shares_mm(child: int, parent: int) -> bool:
     err = ctypes.get_errno()
     if err == errno.ESRCH:
         return False
+    if err in (errno.EPERM, errno.ENOSYS, errno.EACCES):
+        return None
     raise OSError(err, os.strerror(err))
 
 
@@ -319,6 +327,8 @@ class ClientMemory:
         self._writes_refused = 0
         self._copies_pinned = 0
         self._copies_refused = 0
+        #: Copies pinned without knowing whether they share the origin's mm.
+        self._vm_unknown = 0
 
     # -- the request being served ------------------------------------------------
 
@@ -386,7 +396,6 @@ class ClientMemory:
             ProcessLookupError: (ESRCH) not a fork copy of ``origin`` (it
                 exec'd, or shares the mm, or is another program), or gone.
             PermissionError: (EPERM/EACCES) no ptrace access to it.
-            OSError: (ENOSYS) on a kernel without kcmp(2).
         """
         if origin.identity is None:
             raise ProcessLookupError(errno.ESRCH, f"{origin.tgid} cannot vouch for copies")
@@ -429,8 +438,20 @@ class ClientMemory:
             return "another memory layout"
         if _pread(memfd, AT_RANDOM_SIZE, identity.token_addr) != identity.token:
             return "other AT_RANDOM bytes"
-        if not origin.pidfd.group_exited() and _shares_mm(tgid, origin.tgid):
-            return "shares the mm"
+        if not origin.pidfd.group_exited():
+            shares = _shares_mm(tgid, origin.tgid)
+            if shares:
+                return "shares the mm"
+            if shares is None:
+                # A copy by every other sign. Were it a CLONE_VM child after all,
+                # its pinned mm is the origin's own: writes land there, never in
+                # the image it may exec, and its copies of the enablers live on
+                # until it exits (the kernel shares the origin's list instead).
+                self._vm_unknown += 1
+                if self._vm_unknown == 1:
+                    logger.info("kcmp(2) is refused here (a seccomp filter?): a child that "
+                                "shares its parent's mm (vfork, posix_spawn) is taken for "
+                                "a fork copy")
         return None
 
     def unpin(self, tgid: Tgid) -> None:
@@ -448,7 +469,8 @@ class ClientMemory:
         return MemoryStatistics(images=len(self._images), writes=self._writes,
                                 writes_refused=self._writes_refused,
                                 copies_pinned=self._copies_pinned,
-                                copies_refused=self._copies_refused)
+                                copies_refused=self._copies_refused,
+                                vm_unknown=self._vm_unknown)
 
     # -- ProcessMemory ------------------------------------------------------------
 
