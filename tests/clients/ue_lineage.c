@@ -13,6 +13,9 @@
  *   ue_lineage DIR vfork       a posix_spawn'd (vfork) child that exec'd: the same
  *   ue_lineage DIR refs        a child's enabler keeps the event after the
  *                              parent unregistered and closed; its exit deletes it
+ *   ue_lineage DIR execdrop    a process that closed its fd and exec'd drops its
+ *                              enabler: its new image sees the event deleted
+ *                              (prints the delay as execdrop_ms=)
  *   ue_lineage DIR race N TARGET
  *                              N times: fork a child that execs TARGET at once
  *                              ("target" mode, e.g. a setuid-root copy of this
@@ -342,6 +345,31 @@ static void spin_us(long us)
 	while ((now.tv_sec - start.tv_sec) * 1000000L + (now.tv_nsec - start.tv_nsec) / 1000 < us);
 }
 
+static int scenario_execdrop(void)
+{
+	setup("execdrop");
+	CHECK(close(data_fd) == 0, "closed the file: only the enabler holds the event");
+	CHECK(event_exists(), "the enabler keeps the event");
+	char *argv[] = {"/proc/self/exe", (char *)dir, "deleted?", name, NULL};
+	execv(argv[0], argv);
+	CHECK(0, "exec");
+	return 1;
+}
+
+/* The image after execdrop's exec: wait for the event's deletion. */
+static int wait_for_deletion(const char *event)
+{
+	struct timespec start, end;
+	snprintf(name, sizeof name, "%s", event);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	errno = 0;
+	CHECK(wait_deleted(), "the event went with the exec'd image's enabler");
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	printf("execdrop_ms=%ld\n", (end.tv_sec - start.tv_sec) * 1000L +
+	       (end.tv_nsec - start.tv_nsec) / 1000000L);
+	return 0;
+}
+
 static int scenario_race(long rounds, const char *target)
 {
 	long written = 0, failed = 0;
@@ -418,6 +446,10 @@ int main(int argc, char **argv)
 		return scenario_exec("/proc/self/exe", 1);
 	if (!strcmp(scenario, "refs"))
 		return scenario_refs();
+	if (!strcmp(scenario, "execdrop"))
+		return scenario_execdrop();
+	if (!strcmp(scenario, "deleted?") && argc == 4)
+		return wait_for_deletion(argv[3]);
 	if (!strcmp(scenario, "race") && argc == 5)
 		return scenario_race(atol(argv[3]), argv[4]);
 	fprintf(stderr, "unknown scenario %s\n", scenario);
