@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from tracefs_fuse.decode import Event, read_lines
+
+from .users import OrdinaryUser, ordinary_user  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.uses_fuse
 
@@ -87,3 +92,23 @@ def test_guide_failure_message_shows_the_events(built: Path) -> None:
             assert line.split(": ", 1)[1] == expected.split(": ", 1)[1]
         else:
             assert line == expected
+
+
+def test_guide_test_passes_as_an_ordinary_user(built: Path,
+                                              ordinary_user: OrdinaryUser) -> None:  # noqa: F811
+    """The plugin without sudo: ``tracefs-fuse run`` in a user namespace."""
+    home = Path(tempfile.mkdtemp(prefix="tfuse-guide-"))
+    try:
+        shutil.copy(built / "hello", home / "hello")
+        (home / "test_hello.py").write_text(guide_block("test_hello.py"))
+        for path in (home, home / "hello", home / "test_hello.py"):
+            os.chown(path, ordinary_user.uid, ordinary_user.gid)
+        python = shlex.join(ordinary_user.tracefs_fuse()[:-2])
+        result = ordinary_user.run(
+            ["sh", "-c", f"cd {shlex.quote(str(home))} && exec {python} -m pytest -q "
+                         f"-p no:cacheprovider --basetemp {shlex.quote(str(home / 't'))} "
+                         "test_hello.py"], timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "1 passed" in result.stdout
+    finally:
+        shutil.rmtree(home)
