@@ -253,6 +253,27 @@ class Image:
             self.memfd = -1
 
 
+def _open_image(tgid: Tgid, mem: str, identify: Callable[[int], Identity | None]) -> Image:
+    """Pin ``tgid``'s pidfd and the mm behind ``mem``; ``identify`` (given the
+    mem fd) names the image or raises, and nothing stays open then. The pidfd
+    is checked last: the number named that process throughout only if it has
+    not exited since."""
+    pidfd = _Pidfd(tgid)
+    try:
+        memfd = os.open(mem, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            identity = identify(memfd)
+            if pidfd.group_exited():
+                raise ProcessLookupError(errno.ESRCH, f"{tgid} exited while being pinned")
+        except BaseException:
+            os.close(memfd)
+            raise
+    except BaseException:
+        pidfd.close()
+        raise
+    return Image(tgid, pidfd, memfd, identity)
+
+
 def _read_identity(proc_dir: str, memfd: int, layout: tuple[int, ...]) -> Identity | None:
     """The AT_RANDOM address from ``auxv`` and the bytes at it, through ``memfd``."""
     try:
@@ -368,21 +389,14 @@ class ClientMemory:
                 return old
             self.unpin(tgid)
         proc_dir = f"{self._proc}/{tid}"
-        pidfd = _Pidfd(tgid)
-        try:
-            memfd = os.open(f"{proc_dir}/mem", os.O_RDWR | os.O_CLOEXEC)
-            try:
-                stat = read_stat(tid, self._proc)
-                if stat is None:
-                    raise ProcessLookupError(errno.ESRCH, f"thread {tid} is gone")
-                identity = _read_identity(proc_dir, memfd, stat.layout)
-            except BaseException:
-                os.close(memfd)
-                raise
-        except BaseException:
-            pidfd.close()
-            raise
-        image = self._images[tgid] = Image(tgid, pidfd, memfd, identity)
+
+        def identify(memfd: int) -> Identity | None:
+            stat = read_stat(tid, self._proc)
+            if stat is None:
+                raise ProcessLookupError(errno.ESRCH, f"thread {tid} is gone")
+            return _read_identity(proc_dir, memfd, stat.layout)
+
+        image = self._images[tgid] = _open_image(tgid, f"{proc_dir}/mem", identify)
         return image
 
     def pin_copy(self, tgid: Tgid, origin: Image) -> Image:
@@ -401,29 +415,20 @@ class ClientMemory:
             raise ProcessLookupError(errno.ESRCH, f"{origin.tgid} cannot vouch for copies")
         if tgid in self._images:
             raise ProcessLookupError(errno.ESRCH, f"{tgid} is pinned already")
-        pidfd = _Pidfd(tgid)
-        try:
-            memfd = os.open(f"{self._proc}/{tgid}/mem", os.O_RDWR | os.O_CLOEXEC)
-            try:
-                # Order matters: the fd pinned an mm; the stat read after it
-                # describes whatever runs now, so an exec in between makes the
-                # two disagree; the token is read through the pinned mm.
-                reason = self._not_a_copy(tgid, memfd, origin)
-                if reason is None and pidfd.group_exited():
-                    reason = "exited"
-            except BaseException:
-                os.close(memfd)
-                raise
-        except BaseException:
-            pidfd.close()
-            raise
-        if reason is not None:
-            os.close(memfd)
-            pidfd.close()
-            self._copies_refused += 1
-            raise ProcessLookupError(errno.ESRCH, f"{tgid} is no copy of {origin.tgid}: {reason}")
+
+        def verify(memfd: int) -> Identity | None:
+            # Order matters: the fd pinned an mm; the stat read after it
+            # describes whatever runs now, so an exec in between makes the two
+            # disagree; the token is read through the pinned mm.
+            reason = self._not_a_copy(tgid, memfd, origin)
+            if reason is not None:
+                self._copies_refused += 1
+                raise ProcessLookupError(errno.ESRCH,
+                                         f"{tgid} is no copy of {origin.tgid}: {reason}")
+            return origin.identity
+
+        image = self._images[tgid] = _open_image(tgid, f"{self._proc}/{tgid}/mem", verify)
         self._copies_pinned += 1
-        image = self._images[tgid] = Image(tgid, pidfd, memfd, origin.identity)
         return image
 
     def _not_a_copy(self, tgid: Tgid, memfd: int, origin: Image) -> str | None:
