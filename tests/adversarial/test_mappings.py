@@ -58,7 +58,7 @@ def test_a_mapper_killed_while_mapped_leaves_the_buffer_unmapped(open_mount: Mou
     expect_line(client, "waiting")
     assert _resize(open_mount, 1024) == errno.EBUSY
     client.kill()
-    client.wait(timeout=30)
+    client.communicate(timeout=30)
     other = run_as(None, client_as("adv_mmap"), open_mount, "open", "reader")
     assert other.stdout.splitlines() == ["open: ok", "reader: ENODEV"]
     assert _resize(open_mount, 1024) == 0

@@ -302,6 +302,7 @@ class Daemon:
                 nursery.start_soon(self.pages.run)
                 nursery.start_soon(self.follow_processes)
                 nursery.start_soon(self.follow_exits)
+                nursery.start_soon(self.mappings.follow_exits, self.publish)
                 if stop_on_signals:
                     nursery.start_soon(self._stop_on_signal)
                 status = await nursery.start(self._serve, nursery)
@@ -312,6 +313,7 @@ class Daemon:
             if self._connector is not None:
                 self._connector.close()
             self.exits.close()
+            self.mappings.close()
 
     async def _serve(self, nursery: trio.Nursery,
                      task_status: trio.TaskStatus[object] = trio.TASK_STATUS_IGNORED) -> None:

@@ -186,7 +186,9 @@ class RequestHandler:
         try:
             file = self.ops.files.get(fh)
             if file.kind is FileKind.MAPPABLE_PIPE:
-                self.mappings.look(req.pid)  # GET_READER needs the caller's mapping
+                # GET_READER needs the buffer mapped, by anyone: are the
+                # mappings we know of still there, has the caller a new one?
+                self.mappings.refresh(req.pid, self.ops.files.path(fh))
             # Only user_events_data ioctls may write into the caller's memory:
             # only they track it (an open() of any file sends TCGETS here too).
             task = (self.caller_task if file.kind is FileKind.STREAM
