@@ -3,7 +3,8 @@
  * steps, run in order, one output line each.
  *
  * usage: adv_mmap TRACEFS_DIR STEP...
- *   open          open per_cpu/cpu0/trace_pipe_raw read-only
+ *   open          open per_cpu/cpu0/trace_pipe_raw read-only, O_NONBLOCK (a
+ *                 blocking GET_READER waits for buffer_percent of data)
  *   weird         map a file whose name is not UTF-8 (bytes 0xff 0xfe) and
  *                 keep the mapping (the file itself is unlinked at once)
  *   many=N        make N more mappings of anonymous memory (one region,
@@ -62,7 +63,7 @@ static void step_open(void)
 {
 	char path[512];
 	snprintf(path, sizeof path, "%s/per_cpu/cpu0/trace_pipe_raw", dir);
-	fd = open(path, O_RDONLY);
+	fd = open(path, O_RDONLY | O_NONBLOCK);
 	if (fd < 0)
 		fail("open");
 	printf("open: ok\n");
