@@ -12,8 +12,8 @@ Small and generic on purpose (several authors add tests here):
 * ``client_as``: a C client from ``tests/clients`` copied where every user
   can run it; :func:`run_as` / :func:`spawn_as` run it as a user;
 * :func:`wait_in_request`: until a process is blocked in a FUSE request
-  (so a kill lands mid-request); :func:`kill_daemon`; :func:`assert_serves`:
-  the daemon still answers another client.
+  (so a kill lands mid-request); ``killable_mount`` and :func:`kill_daemon`;
+  :func:`assert_serves`: the daemon still answers another client.
 
 Rules: every wait is bounded; whatever a fixture creates (users, mounts,
 files) is removed at its end, also after a failure.
@@ -119,6 +119,21 @@ def gid_mount(scratch: Path, hard_users: HardUsers) -> Iterator[Mount]:
         stop_mount(mount)
 
 
+@pytest.fixture
+def killable_mount(scratch: Path) -> Iterator[Mount]:
+    """A mount whose daemon the test may kill: torn down with a lazy unmount,
+    without the clean-exit checks."""
+    home = Path(tempfile.mkdtemp(dir=scratch))
+    home.chmod(0o755)
+    mount = start_mount(home / "tracing", home / "daemon.log")
+    try:
+        yield mount
+    finally:
+        if mount.proc.poll() is None:
+            kill_daemon(mount)
+        subprocess.run(["fusermount3", "-u", "-z", str(mount.path)], capture_output=True)
+
+
 @pytest.fixture(scope="session")
 def client_as(c_client: Callable[[str], Path], scratch: Path) -> Callable[[str], Path]:
     """``tests/clients/<name>.c`` built, at a path every user may execute."""
@@ -198,10 +213,10 @@ def wait_in_request(pid: int, timeout: float = CLIENT_TIMEOUT_S) -> None:
 
 
 def kill_daemon(mount: Mount) -> None:
-    """SIGKILL the daemon and detach its (now dead) mount."""
+    """SIGKILL the daemon and reap it. The mount stays, dead (ENOTCONN), until
+    unmounted (``killable_mount`` does that)."""
     mount.proc.send_signal(signal.SIGKILL)
     mount.proc.wait(timeout=CLIENT_TIMEOUT_S)
-    subprocess.run(["fusermount3", "-u", "-z", str(mount.path)], capture_output=True)
 
 
 def assert_serves(mount: Mount) -> None:
