@@ -13,7 +13,11 @@ Small and generic on purpose (several authors add tests here):
   can run it; :func:`run_as` / :func:`spawn_as` run it as a user;
 * :func:`wait_in_request`: until a process is blocked in a FUSE request
   (so a kill lands mid-request); ``killable_mount`` and :func:`kill_daemon`;
-  :func:`assert_serves`: the daemon still answers another client.
+  :func:`assert_serves`: the daemon still answers another client;
+* :func:`fuzz_budget` / :func:`fuzz_report`: how much a fuzzer runs
+  (``TFUSE_FUZZ_SCALE``, ``TFUSE_FUZZ_SEED``: ``make test`` runs scale 1,
+  ``make fuzz`` more) and where it reports its figures
+  (``TFUSE_FUZZ_REPORT``, JSON lines, for docs/reliability.md).
 
 Rules: every wait is bounded; whatever a fixture creates (users, mounts,
 files) is removed at its end, also after a failure.
@@ -217,6 +221,21 @@ def kill_daemon(mount: Mount) -> None:
     unmounted (``killable_mount`` does that)."""
     mount.proc.send_signal(signal.SIGKILL)
     mount.proc.wait(timeout=CLIENT_TIMEOUT_S)
+
+
+def fuzz_budget() -> range:
+    """The seeds a fuzzer runs: ``TFUSE_FUZZ_SCALE`` of them from ``TFUSE_FUZZ_SEED``."""
+    scale = int(os.environ.get("TFUSE_FUZZ_SCALE", "1"))
+    first = int(os.environ.get("TFUSE_FUZZ_SEED", "1"))
+    return range(first, first + scale)
+
+
+def fuzz_report(name: str, **figures: object) -> None:
+    """Append one fuzzer's figures to ``$TFUSE_FUZZ_REPORT`` (if set)."""
+    path = os.environ.get("TFUSE_FUZZ_REPORT")
+    if path:
+        with open(path, "ab") as f:
+            f.write(msgspec.json.encode({"fuzzer": name, **figures}) + b"\n")
 
 
 def assert_serves(mount: Mount) -> None:
