@@ -53,20 +53,61 @@ def render_cpumask(mask: int, nr_cpus: int) -> str:
 
 
 def parse_cpumask(data: bytes, nr_cpus: int) -> int:
-    """``cpumask_parse_user`` (``bitmap_parse``): comma-separated 32-bit hex chunks.
+    """``cpumask_parse_user`` (lib/bitmap-str.c ``bitmap_parse``), as it reads.
+
+    The text ends at the first newline or NUL. From its end backwards: runs
+    of white space and commas separate chunks of up to 8 hex digits, each
+    32 bits of the mask, least significant first; more chunks than the mask
+    has 32-bit words, or a ninth digit in a chunk, is EOVERFLOW; any other
+    character where a digit must be is EINVAL, except the one right before
+    an eighth digit, which is skipped (``bitmap_get_x32_reverse`` steps over
+    it). Bits past ``nr_cpus`` in the last word are EOVERFLOW.
 
     Raises:
-        TracefsError: EINVAL for malformed text, EOVERFLOW beyond the CPUs.
+        TracefsError: EINVAL or EOVERFLOW, as above.
     """
-    text = data.split(b"\0", 1)[0].decode("latin-1").strip(KERNEL_SPACE)
-    mask = 0
-    for chunk in text.split(","):
-        if not chunk or len(chunk) > 8 or any(c not in "0123456789abcdefABCDEF" for c in chunk):
-            raise TracefsError(errno.EINVAL, f"bad cpumask {text!r}")
-        mask = mask << 32 | int(chunk, 16)
+    text = data.split(b"\0", 1)[0].split(b"\n", 1)[0]
+    words = -(-nr_cpus // 32)
+    mask, chunk, end = 0, 0, len(text) - 1
+    while True:
+        while end >= 0 and _end_of_region(text[end]):
+            end -= 1
+        if end < 0:
+            break
+        if chunk == words:
+            raise TracefsError(errno.EOVERFLOW, f"cpumask {text!r} has more than {words} words")
+        value, end = _get_x32_reverse(text, end)
+        mask |= value << 32 * chunk
+        chunk += 1
     if mask >> nr_cpus:
         raise TracefsError(errno.EOVERFLOW, f"cpumask {text!r} names CPUs beyond {nr_cpus}")
     return mask
+
+
+def _end_of_region(c: int) -> bool:
+    return chr(c) in KERNEL_SPACE or c == ord(",")
+
+
+def _hex_digit(c: int) -> int:
+    """``hex_to_bin``: the digit's value, or -1."""
+    char = chr(c)
+    return int(char, 16) if char in "0123456789abcdefABCDEF" else -1
+
+
+def _get_x32_reverse(text: bytes, end: int) -> tuple[int, int]:
+    """One chunk, read backwards from ``end``: (its value, where the next begins)."""
+    value = 0
+    for shift in range(0, 32, 4):
+        digit = _hex_digit(text[end])
+        end -= 1
+        if digit < 0:
+            raise TracefsError(errno.EINVAL, f"cpumask {text!r}: not a hex digit")
+        value |= digit << shift
+        if end < 0 or _end_of_region(text[end]):
+            return value, end
+    if _hex_digit(text[end]) >= 0:
+        raise TracefsError(errno.EOVERFLOW, f"cpumask {text!r}: a chunk longer than 32 bits")
+    return value, end - 1
 
 
 # include/uapi/linux/trace_mmap.h: #define TRACE_MMAP_IOCTL_GET_READER _IO('R', 0x20)
@@ -220,6 +261,8 @@ class BufferFiles:
         return len(data)
 
     def _write_cpumask(self, data: bytes, task: Task) -> int:
+        if not data:
+            raise TracefsError(errno.EINVAL, "empty cpumask write")  # tracing_cpumask_write
         self.tr.cpumask = parse_cpumask(data, self.nr_cpus)
         return len(data)
 

@@ -1,0 +1,58 @@
+"""What the fuzzers found, each kept as a table against this machine's tracefs.
+
+Every row is an input that once got another answer from us than from the
+kernel (docs/reliability.md lists when and how it was found). The engine is
+driven directly, with as many CPUs as the machine has, and the same input is
+written to a private instance of the real tracefs.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tracefs_fuse.engine._buffer_files import parse_cpumask
+from tracefs_fuse.engine._errors import TracefsError
+from tracefs_fuse.fuse._daemon import possible_cpus
+
+#: tracing_cpumask (``bitmap_parse``): found by test_fuzz_control, 2026-11 —
+#: we refused only malformed chunks (EINVAL) and had no chunk count.
+CPUMASKS = [b"0,1", b"99999999999999999999", b"123456789", b"x1", b"x12345678", b"1,,",
+            b",1", b"  1 ", b"1 1", b"3\x00junk", b"1\njunk", b"\n", b"g", b"0x1", b"00000001",
+            b"000000001", b"\xa01", b"1\xa0", b"1\t,", b"ffffffff", b"-1", b"1-1", b"+1"]
+
+
+@pytest.fixture
+def instance(real_tracefs_root: Path) -> Iterator[Path]:
+    path = real_tracefs_root / "instances" / f"tfuse-hard-findings-{os.getpid()}"
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        path.rmdir()
+
+
+def kernel_cpumask(instance: Path, text: bytes) -> int | str:
+    """What the kernel makes of ``text``: the mask, or the errno's name."""
+    fd = os.open(instance / "tracing_cpumask", os.O_WRONLY)
+    try:
+        os.write(fd, text)
+    except OSError as exc:
+        return errno.errorcode[exc.errno or 0]
+    finally:
+        os.close(fd)
+    return int((instance / "tracing_cpumask").read_text().replace(",", ""), 16)
+
+
+def test_tracing_cpumask_parses_as_the_kernel(instance: Path) -> None:
+    nr_cpus = possible_cpus()
+    for text in CPUMASKS:
+        try:
+            ours: int | str = parse_cpumask(text, nr_cpus)
+        except TracefsError as exc:
+            ours = errno.errorcode[exc.errno]
+        assert ours == kernel_cpumask(instance, text), text
