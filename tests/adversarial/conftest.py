@@ -38,6 +38,7 @@ from typing import Callable, Iterator
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, settings
 
 from ..integration.conftest import Mount, start_mount, stop_mount
 
@@ -228,6 +229,16 @@ def fuzz_budget() -> range:
     scale = int(os.environ.get("TFUSE_FUZZ_SCALE", "1"))
     first = int(os.environ.get("TFUSE_FUZZ_SEED", "1"))
     return range(first, first + scale)
+
+
+def fuzz_settings(examples: int, **extra: object) -> settings:
+    """Hypothesis settings for a fuzzer: ``examples`` per seed of the budget;
+    the same inputs every run unless a budget was asked for (CI stays
+    deterministic, ``make fuzz`` explores)."""
+    asked = "TFUSE_FUZZ_SCALE" in os.environ or "TFUSE_FUZZ_SEED" in os.environ
+    return settings(max_examples=examples * len(fuzz_budget()), deadline=None, database=None,
+                    derandomize=not asked, suppress_health_check=list(HealthCheck),
+                    **extra)  # type: ignore[arg-type]
 
 
 def fuzz_report(name: str, **figures: object) -> None:

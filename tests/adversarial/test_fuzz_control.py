@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from ..integration.conftest import Mount
-from .conftest import fuzz_budget, fuzz_report
+from .conftest import fuzz_budget, fuzz_report, fuzz_settings
 
 pytestmark = pytest.mark.uses_fuse
 
@@ -90,8 +90,7 @@ def test_fuzz_control_files_against_the_kernel(open_mount: Mount, instance: Path
     differences: list[tuple[str, bytes, str, str]] = []
     tried = 0
 
-    @settings(max_examples=EXAMPLES * len(fuzz_budget()), deadline=None, database=None,
-              derandomize=fuzz_budget() == range(1, 2), suppress_health_check=list(HealthCheck))
+    @fuzz_settings(EXAMPLES)
     @given(st.lists(st.tuples(st.sampled_from(SHARED), TEXTS), min_size=1, max_size=4))
     def writes(batch: list[tuple[str, bytes]]) -> None:
         nonlocal tried
@@ -120,8 +119,7 @@ def test_fuzz_control_files_against_the_kernel(open_mount: Mount, instance: Path
 def test_fuzz_control_files_without_a_counterpart(open_mount: Mount) -> None:
     seen: dict[str, set[str]] = {}
 
-    @settings(max_examples=EXAMPLES * len(fuzz_budget()), deadline=None, database=None,
-              derandomize=fuzz_budget() == range(1, 2), suppress_health_check=list(HealthCheck))
+    @fuzz_settings(EXAMPLES)
     @given(st.sampled_from(OURS_ONLY), TEXTS)
     def write(name: str, data: bytes) -> None:
         if name == "events/enable" and data.strip().startswith(b"1"):

@@ -22,7 +22,6 @@ import errno
 import os
 import struct
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -34,7 +33,7 @@ from tracefs_fuse.engine._tracefs import Tracefs
 from tracefs_fuse.engine._user_events_files import UserEventsDataFile
 
 from ..engine.fakes import PAGE, Client, FakeMemory
-from .conftest import fuzz_budget
+from .conftest import fuzz_settings
 
 EXAMPLES = 40
 
@@ -160,12 +159,11 @@ class HostileClients(RuleBasedStateMachine):
             file.release()
         for tgid in list(self.fs.registry.mms):
             self.fs.registry.exit(tgid)
-        # Nothing holds a reference any more: only persistent events remain.
-        assert all(event.refcnt == int(event.self_ref) for event in self.fs.registry)
+        # No descriptor, no process: what holds an event now is its own
+        # reference (persistent) and its probe (enabled), nothing else.
+        for event in self.fs.registry:
+            assert event.refcnt == int(event.self_ref) + sum(event.probes.values()), event
 
 
 TestHostileClients = HostileClients.TestCase
-TestHostileClients.settings = settings(
-    max_examples=EXAMPLES * len(fuzz_budget()), stateful_step_count=25, deadline=None,
-    database=None, derandomize=fuzz_budget() == range(1, 2),
-    suppress_health_check=[HealthCheck.too_slow])
+TestHostileClients.settings = fuzz_settings(EXAMPLES, stateful_step_count=25)

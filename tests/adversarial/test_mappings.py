@@ -15,7 +15,7 @@ import os
 import pytest
 
 from ..integration.conftest import Mount
-from .conftest import expect_line, run_as, spawn_as
+from .conftest import expect_line, run_as, spawn_as, wait_in_request
 
 pytestmark = pytest.mark.uses_fuse
 
@@ -95,3 +95,41 @@ def test_many_mappings_do_not_change_the_answers(open_mount: Mount, client_as) -
     assert result.stdout.splitlines()[4].startswith("readers: 200 errors=0 ")
     assert result.stdout.splitlines()[5:] == ["unmap: ok", "reader: ENODEV"]
     assert os.path.ismount(open_mount.path)
+
+
+def _marker_on_cpu0(mount: Mount) -> None:
+    affinity = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {0})
+    try:
+        mount.write("trace_marker", "wake the reader")
+    finally:
+        os.sched_setaffinity(0, affinity)
+
+
+def test_a_blocking_get_reader_waits_for_data(open_mount: Mount, client_as) -> None:  # type: ignore[no-untyped-def]
+    """tracing_buffers_ioctl: without O_NONBLOCK, ring_buffer_wait comes first
+    (this machine's 6.18 blocks on an empty buffer, buffer_percent 0 or 50)."""
+    open_mount.write("buffer_percent", "0")
+    client = spawn_as(None, client_as("adv_mmap"), open_mount, "open-blocking", "map", "touch",
+                      "reader")
+    try:
+        expect_line(client, "touch: ok")
+        wait_in_request(client.pid)
+        assert client.poll() is None
+        _marker_on_cpu0(open_mount)
+        out, _ = client.communicate(timeout=30)
+        assert out.splitlines() == ["reader: 0"]
+    finally:
+        client.kill()
+        client.communicate()
+
+
+def test_a_blocking_get_reader_is_interrupted_by_a_signal(open_mount: Mount, client_as) -> None:  # type: ignore[no-untyped-def]
+    client = spawn_as(None, client_as("adv_mmap"), open_mount, "open-blocking", "map", "touch",
+                      "reader")
+    expect_line(client, "touch: ok")
+    wait_in_request(client.pid)
+    client.kill()
+    client.communicate(timeout=30)
+    other = run_as(None, client_as("adv_mmap"), open_mount, "open", "reader")
+    assert other.stdout.splitlines() == ["open: ok", "reader: ENODEV"]

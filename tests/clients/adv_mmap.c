@@ -5,6 +5,7 @@
  * usage: adv_mmap TRACEFS_DIR STEP...
  *   open          open per_cpu/cpu0/trace_pipe_raw read-only, O_NONBLOCK (a
  *                 blocking GET_READER waits for buffer_percent of data)
+ *   open-blocking the same without O_NONBLOCK
  *   weird         map a file whose name is not UTF-8 (bytes 0xff 0xfe) and
  *                 keep the mapping (the file itself is unlinked at once)
  *   many=N        make N more mappings of anonymous memory (one region,
@@ -59,11 +60,11 @@ static int fail(const char *what)
 	exit(e ? e : 1);
 }
 
-static void step_open(void)
+static void step_open(int flags)
 {
 	char path[512];
 	snprintf(path, sizeof path, "%s/per_cpu/cpu0/trace_pipe_raw", dir);
-	fd = open(path, O_RDONLY | O_NONBLOCK);
+	fd = open(path, O_RDONLY | flags);
 	if (fd < 0)
 		fail("open");
 	printf("open: ok\n");
@@ -156,7 +157,9 @@ int main(int argc, char **argv)
 	for (int i = 2; i < argc; i++) {
 		const char *s = argv[i];
 		if (!strcmp(s, "open"))
-			step_open();
+			step_open(O_NONBLOCK);
+		else if (!strcmp(s, "open-blocking"))
+			step_open(0);
 		else if (!strcmp(s, "weird"))
 			step_weird();
 		else if (!strncmp(s, "many=", 5))

@@ -17,6 +17,7 @@ Kernel: kernel/trace/trace.c (``tracing_entries_*``, ``tracing_clock_*``,
 from __future__ import annotations
 
 import errno
+import os  # open-flag constants only
 from typing import Callable, Iterator
 
 from ._clock import TraceClocks
@@ -120,9 +121,11 @@ class RawPipeFile(OpenFile):
     kind = FileKind.MAPPABLE_PIPE
 
     def __init__(self, buffer: RingBuffer, cpu: int, buffer_percent: Callable[[], int],
-                 publish: Callable[[MmapUpdate], None]) -> None:
+                 publish: Callable[[MmapUpdate], None], *, nonblock: bool = False) -> None:
         self.buffer = buffer
         self.cpu = cpu
+        #: O_NONBLOCK at open (a later fcntl() never reaches a FUSE daemon).
+        self.nonblock = nonblock
         self.buffer_percent = buffer_percent
         self.publish = publish
         self.reader = buffer.open_raw_reader(cpu)
@@ -167,9 +170,21 @@ class RawPipeFile(OpenFile):
         if cmd == 0:
             return 0  # "wake up waiters": the adapter wakes this file's readers
         if cmd == TRACE_MMAP_IOCTL_GET_READER:
-            self.publish(self.buffer.map_get_reader(self.cpu))
-            return 0
+            # tracing_buffers_ioctl: a blocking descriptor first waits
+            # (ring_buffer_wait) for buffer_percent of data, or a wakeup.
+            if not self.nonblock and not self.poll():
+                raise WouldBlock("GET_READER waits for buffer_percent")
+            return self.get_reader()
         return super().ioctl(cmd, arg, task)
+
+    def get_reader(self) -> int:
+        """``ring_buffer_map_get_reader``, without waiting (after a wakeup).
+
+        Raises:
+            TracefsError: ENODEV if the buffer is not mapped.
+        """
+        self.publish(self.buffer.map_get_reader(self.cpu))
+        return 0
 
     def release(self) -> None:
         self.reader.close()
@@ -297,7 +312,8 @@ class BufferFiles:
         yield text_file("stats", lambda: buffer.render_stats(cpu).decode())
         yield File("trace_pipe_raw", TRACE_MODE_READ,
                    lambda flags, task: RawPipeFile(buffer, cpu, lambda: self.buffer_percent,
-                                                   self._publisher(cpu)),
+                                                   self._publisher(cpu),
+                                                   nonblock=bool(flags & os.O_NONBLOCK)),
                    FileKind.MAPPABLE_PIPE)
         yield self.output.trace_node(cpu)
         yield self.output.trace_pipe_node(cpu)

@@ -194,6 +194,14 @@ class RequestHandler:
             task = (self.caller_task if file.kind is FileKind.STREAM
                     else self.control_task)(req.pid)
             result = file.ioctl(cmd, arg, task)
+        except WouldBlock:
+            # A blocking GET_READER waits for buffer_percent (ring_buffer_wait).
+            assert isinstance(file, RawPipeFile)
+            if req.watch_interrupts():
+                req.reply_err(errno.EINTR)
+                return
+            self.nursery.start_soon(self._blocked_get_reader, req, fh, file)
+            return
         except Exception as exc:
             self._reply_after_publish(req.reply_err, errno_of(exc, "ioctl"))
             return
@@ -201,6 +209,35 @@ class RequestHandler:
             self.wake_file(fh)  # ioctl(fd, 0): "wake up waiters"
         # No output data: the kernel copies nothing back over what the engine
         # wrote into the caller's memory.
+        self._reply_after_publish(req.reply_ioctl, result)
+
+    async def _blocked_get_reader(self, req: Request, fh: int, file: RawPipeFile) -> None:
+        """``ring_buffer_wait`` then ``ring_buffer_map_get_reader``: the wait
+        ends when buffer_percent is reached, at ``ioctl(fd, 0)`` (the kernel
+        then goes on to the reader), or at an interrupt (EINTR)."""
+        with trio.CancelScope() as scope:
+            self._scopes[req.unique] = scope
+            if req.unique in self._interrupted_early:
+                self._interrupted_early.discard(req.unique)
+                scope.cancel()
+            waiter = _Waiter(fh)
+            try:
+                while not waiter.by_ioctl and not file.poll():
+                    waiter.event = trio.Event()
+                    self._waiters.add(waiter)
+                    await waiter.event.wait()
+            finally:
+                self._waiters.discard(waiter)
+                del self._scopes[req.unique]
+        if scope.cancelled_caught:
+            req.reply_err(errno.EINTR)
+            return
+        try:
+            self.mappings.refresh(req.pid, self.ops.files.path(fh))
+            result = file.get_reader()
+        except Exception as exc:
+            self._reply_after_publish(req.reply_err, errno_of(exc, "ioctl"))
+            return
         self._reply_after_publish(req.reply_ioctl, result)
 
     def _reply_after_publish(self, reply: Callable[[int], None], value: int) -> None:
