@@ -56,3 +56,25 @@ def test_tracing_cpumask_parses_as_the_kernel(instance: Path) -> None:
         except TracefsError as exc:
             ours = errno.errorcode[exc.errno]
         assert ours == kernel_cpumask(instance, text), text
+
+
+def test_an_empty_write_is_answered_by_fuse(instance: Path, scratch: Path) -> None:
+    """FUSE answers a write of 0 bytes itself (0) before any daemon sees it;
+    the kernel's files refuse it (tracing_on: kstrtoul of nothing, EINVAL).
+    Found by test_fuzz_control; documented in docs/emulation.md."""
+    from ..integration.conftest import start_mount, stop_mount
+
+    mount = start_mount(scratch / f"empty-{os.getpid()}", scratch / f"empty-{os.getpid()}.log")
+    try:
+        answers = []
+        for root in (instance, mount.path):
+            fd = os.open(root / "tracing_on", os.O_WRONLY)
+            try:
+                answers.append(os.write(fd, b""))
+            except OSError as exc:
+                answers.append(errno.errorcode[exc.errno or 0])
+            finally:
+                os.close(fd)
+        assert answers == ["EINVAL", 0]
+    finally:
+        stop_mount(mount)

@@ -311,34 +311,30 @@ class MappingTracker:
                 self._forget(proc)
 
     def _still_there(self, proc: _Process, start: int, mapping: _Mapping) -> bool:
-        if self._query_supported:
-            found = self._query(proc, start)
-            if found is not NotImplemented:
-                return found == (mapping.ino, mapping.vma)
-        # Without PROCMAP_QUERY, a whole read (of the same image's mm).
-        self._full_reads += 1
-        current = parse_maps(_read_all(proc.maps_fd), self.device)
-        return current.get(start) == (mapping.ino, mapping.vma)
+        return self._at(proc, start) == (mapping.ino, mapping.vma)
 
-    def _query(self, proc: _Process, start: int) -> tuple[int, Vma] | None | object:
-        """The vma at ``start`` by ``PROCMAP_QUERY``: (inode, vma) if it is one
-        of our files' and starts there, None if not, NotImplemented if the
-        kernel has no PROCMAP_QUERY."""
-        self._queries += 1
-        found = _procmap_query(proc.maps_fd, start)
-        if found is None:
+    def _at(self, proc: _Process, start: int) -> tuple[int, Vma] | None:
+        """The vma of our files that starts at ``start`` in ``proc``'s image,
+        as (inode, vma), or None: by ``PROCMAP_QUERY``, or (before 6.11) by
+        reading the maps again, through the descriptor of that image."""
+        if self._query_supported:
+            self._queries += 1
+            found = _procmap_query(proc.maps_fd, start)
+            if isinstance(found, tuple):
+                (_, _, _, vma_start, vma_end, flags, _, offset, ino, major, minor,
+                 _, _, _, _) = found
+                if vma_start != start or f"{major:02x}:{minor:02x}" != self.device:
+                    return None
+                return ino, Vma(pgoff=offset // _PAGE_SIZE,
+                                nr_pages=(vma_end - vma_start) // _PAGE_SIZE,
+                                write=bool(flags & PROCMAP_QUERY_VMA_WRITABLE),
+                                execute=bool(flags & PROCMAP_QUERY_VMA_EXECUTABLE),
+                                shared=bool(flags & PROCMAP_QUERY_VMA_SHARED))
+            if found is not None:
+                return None  # ENOENT: no vma there; ESRCH: the image is gone
             self._query_supported = False
-            return NotImplemented
-        if isinstance(found, int):
-            return None  # ENOENT: no vma there; ESRCH: the image is gone
-        (_, _, _, vma_start, vma_end, flags, _, offset, ino, major, minor,
-         _, _, _, _) = found
-        if vma_start != start or f"{major:02x}:{minor:02x}" != self.device:
-            return None
-        return ino, Vma(pgoff=offset // _PAGE_SIZE, nr_pages=(vma_end - vma_start) // _PAGE_SIZE,
-                        write=bool(flags & PROCMAP_QUERY_VMA_WRITABLE),
-                        execute=bool(flags & PROCMAP_QUERY_VMA_EXECUTABLE),
-                        shared=bool(flags & PROCMAP_QUERY_VMA_SHARED))
+        self._full_reads += 1
+        return parse_maps(_read_all(proc.maps_fd), self.device).get(start)
 
     def _same_image(self, proc: _Process) -> bool:
         """Is ``proc``'s maps descriptor still about a live image (no exec, no exit)?"""
