@@ -9,6 +9,7 @@ Small and generic on purpose (several authors add tests here):
 * ``gid_mount``: a mount with ``--gid`` of that group and ``--mode 750``
   (root may do everything, the group what tracefs' modes allow it, others
   nothing); ``open_mount``: a plain mount in ``scratch``;
+  ``kernel_instance``: a private instance of the machine's real tracefs;
 * ``client_as``: a C client from ``tests/clients`` copied where every user
   can run it; :func:`run_as` / :func:`spawn_as` run it as a user;
 * :func:`wait_in_request`: until a process is blocked in a FUSE request
@@ -99,11 +100,17 @@ def hard_users() -> Iterator[HardUsers]:
         subprocess.run(["groupdel", group], capture_output=True)
 
 
+def _home(scratch: Path) -> Path:
+    """A fresh world-traversable directory for one mount and its log."""
+    home = Path(tempfile.mkdtemp(dir=scratch))
+    home.chmod(0o755)
+    return home
+
+
 @pytest.fixture
 def open_mount(scratch: Path) -> Iterator[Mount]:
     """A mount (root's defaults) in a world-traversable directory."""
-    home = Path(tempfile.mkdtemp(dir=scratch))
-    home.chmod(0o755)
+    home = _home(scratch)
     mount = start_mount(home / "tracing", home / "daemon.log")
     try:
         yield mount
@@ -114,8 +121,7 @@ def open_mount(scratch: Path) -> Iterator[Mount]:
 @pytest.fixture
 def gid_mount(scratch: Path, hard_users: HardUsers) -> Iterator[Mount]:
     """A mount with tracefs' ``gid=`` (our ``--gid``) of the suite's group, ``mode=750``."""
-    home = Path(tempfile.mkdtemp(dir=scratch))
-    home.chmod(0o755)
+    home = _home(scratch)
     mount = start_mount(home / "tracing", home / "daemon.log",
                         "--gid", str(hard_users.gid), "--mode", "750")
     try:
@@ -128,8 +134,7 @@ def gid_mount(scratch: Path, hard_users: HardUsers) -> Iterator[Mount]:
 def killable_mount(scratch: Path) -> Iterator[Mount]:
     """A mount whose daemon the test may kill: torn down with a lazy unmount,
     without the clean-exit checks."""
-    home = Path(tempfile.mkdtemp(dir=scratch))
-    home.chmod(0o755)
+    home = _home(scratch)
     mount = start_mount(home / "tracing", home / "daemon.log")
     try:
         yield mount
@@ -137,6 +142,17 @@ def killable_mount(scratch: Path) -> Iterator[Mount]:
         if mount.proc.poll() is None:
             kill_daemon(mount)
         subprocess.run(["fusermount3", "-u", "-z", str(mount.path)], capture_output=True)
+
+
+@pytest.fixture
+def kernel_instance(real_tracefs_root: Path) -> Iterator[Path]:
+    """A private instance of this machine's tracefs, removed afterwards."""
+    path = real_tracefs_root / "instances" / f"tfuse-hard-{os.getpid()}"
+    path.mkdir()
+    try:
+        yield path
+    finally:
+        path.rmdir()
 
 
 @pytest.fixture(scope="session")

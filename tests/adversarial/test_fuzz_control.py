@@ -17,7 +17,6 @@ import errno
 import os
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from hypothesis import given
@@ -76,17 +75,7 @@ def contents(path: Path) -> bytes:
         return f.read()
 
 
-@pytest.fixture
-def instance(real_tracefs_root: Path) -> Iterator[Path]:
-    path = real_tracefs_root / "instances" / f"tfuse-hard-fuzz-{os.getpid()}"
-    path.mkdir()
-    try:
-        yield path
-    finally:
-        path.rmdir()
-
-
-def test_fuzz_control_files_against_the_kernel(open_mount: Mount, instance: Path) -> None:
+def test_fuzz_control_files_against_the_kernel(open_mount: Mount, kernel_instance: Path) -> None:
     differences: list[tuple[str, bytes, str, str]] = []
     tried = 0
 
@@ -96,17 +85,17 @@ def test_fuzz_control_files_against_the_kernel(open_mount: Mount, instance: Path
         nonlocal tried
         for name, data in batch:
             tried += 1
-            kernel, ours = attempt(instance / name, data), attempt(open_mount / name, data)
+            kernel, ours = attempt(kernel_instance / name, data), attempt(open_mount / name, data)
             if not data and ours == "0":
                 continue  # FUSE answers an empty write itself (docs/emulation.md)
             if kernel != ours:
                 differences.append((name, data, kernel, ours))
         for name in sorted({name for name, _ in batch} & set(COMPARED)):
-            if contents(instance / name) != contents(open_mount / name):
-                differences.append((name, b"<read back>", contents(instance / name).decode(),
+            if contents(kernel_instance / name) != contents(open_mount / name):
+                differences.append((name, b"<read back>", contents(kernel_instance / name).decode(),
                                     contents(open_mount / name).decode()))
                 # Resynchronise, so that one difference is reported once.
-                attempt(open_mount / name, contents(instance / name))
+                attempt(open_mount / name, contents(kernel_instance / name))
 
     started = time.monotonic()
     writes()

@@ -15,10 +15,9 @@ to the live kernel's answers.
 from __future__ import annotations
 
 import ctypes
-import os
 import subprocess
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import pytest
 
@@ -41,16 +40,6 @@ def answers(client: Path, file: Path) -> dict[str, str]:
     out = subprocess.run([str(client), str(file)], capture_output=True, text=True,
                          timeout=30, check=True).stdout
     return dict(line.split(": ", 1) for line in out.splitlines())
-
-
-@pytest.fixture
-def kernel_instance(real_tracefs_root: Path) -> Iterator[Path]:
-    instance = real_tracefs_root / "instances" / f"tfuse-hard-ioctl-{os.getpid()}"
-    instance.mkdir()
-    try:
-        yield instance
-    finally:
-        instance.rmdir()
 
 
 @pytest.mark.parametrize("name", ["tracing_on", "per_cpu/cpu0/trace_pipe_raw"])

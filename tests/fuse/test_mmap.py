@@ -109,6 +109,15 @@ class World:
         assert client.banner == {"state": "ready"}
         return client
 
+    def mapped(self, times: int = 1) -> Client:
+        """A process that maps the file ``times`` times, known to the tracker."""
+        client = self.mapper()
+        for _ in range(times):
+            assert client.ask(f"map {self.file}") == "mapped"
+        self.tracker.refresh(client.pid, PATH)
+        assert self.recorder.mapped == times
+        return client
+
 
 @pytest.fixture
 def world(tmp_path: Path, spawn: Callable[..., Client]) -> Iterator[World]:  # noqa: F811
@@ -149,10 +158,7 @@ def test_a_known_mapping_is_checked_without_reading_the_maps(world: World) -> No
 def test_without_procmap_query_the_answers_are_the_same(world: World) -> None:
     """Kernels before 6.11: every check reads the maps, nothing else changes."""
     world.tracker._query_supported = False
-    client = world.mapper()
-    assert client.ask(f"map {world.file}") == "mapped"
-    world.tracker.refresh(client.pid, PATH)
-    assert world.recorder.mapped == 1
+    client = world.mapped()
     assert client.ask("unmap") == "unmapped"
     world.tracker.sweep()
     assert world.recorder.mapped == 0
@@ -160,10 +166,7 @@ def test_without_procmap_query_the_answers_are_the_same(world: World) -> None:
 
 
 def test_munmap_is_noticed_by_the_next_check(world: World) -> None:
-    client = world.mapper()
-    assert client.ask(f"map {world.file}") == "mapped"
-    world.tracker.refresh(client.pid, PATH)
-    assert world.recorder.mapped == 1
+    client = world.mapped()
     assert client.ask("unmap") == "unmapped"
     world.tracker.sweep()
     assert world.recorder.mapped == 0
@@ -171,11 +174,7 @@ def test_munmap_is_noticed_by_the_next_check(world: World) -> None:
 
 
 def test_a_second_mapping_counts_twice_and_closes_twice(world: World) -> None:
-    client = world.mapper()
-    assert client.ask(f"map {world.file}") == "mapped"
-    assert client.ask(f"map {world.file}") == "mapped"
-    world.tracker.refresh(client.pid, PATH)
-    assert world.recorder.mapped == 2
+    client = world.mapped(times=2)
     assert client.ask("unmap") == "unmapped"
     world.tracker.refresh(client.pid, PATH)
     assert world.recorder.mapped == 1
@@ -197,10 +196,7 @@ def test_a_refused_mapping_faults_and_is_reported_once(world: World) -> None:
 
 
 def test_exec_closes_the_old_images_mappings(world: World) -> None:
-    client = world.mapper()
-    assert client.ask(f"map {world.file}") == "mapped"
-    world.tracker.refresh(client.pid, PATH)
-    assert world.recorder.mapped == 1
+    client = world.mapped()
     assert client.ask("exec") == "new image"
     world.tracker.refresh(client.pid, PATH)  # same pid, no mapping in this image
     assert world.recorder.mapped == 0
@@ -209,10 +205,7 @@ def test_exec_closes_the_old_images_mappings(world: World) -> None:
 
 async def test_exit_closes_the_mappings_at_once(world: World) -> None:
     """Issue 11, item 6: no later request is needed to notice the exit."""
-    client = world.mapper()
-    assert client.ask(f"map {world.file}") == "mapped"
-    world.tracker.refresh(client.pid, PATH)
-    assert world.recorder.mapped == 1
+    client = world.mapped()
     changed = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(world.tracker.follow_exits, changed.set)

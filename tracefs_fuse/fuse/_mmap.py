@@ -49,7 +49,7 @@ import logging
 import os
 import select
 import struct
-from typing import Awaitable, Callable, Iterator
+from typing import Callable
 
 import msgspec
 

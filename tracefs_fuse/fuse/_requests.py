@@ -25,10 +25,11 @@ libtracefs sets right after the ioctl), but FUSE does not show us an
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
-from typing import Callable
+from typing import Callable, Iterator
 
 import trio
 
@@ -119,8 +120,10 @@ class RequestHandler:
             return
         req.reply_data(data)
 
-    async def _blocked_read(self, req: Request, fh: int, file: OpenFile,
-                            offset: int, size: int) -> None:
+    @contextlib.contextmanager
+    def _waiting(self, req: Request, fh: int) -> Iterator[tuple[trio.CancelScope, _Waiter]]:
+        """A cancel scope that the request's FUSE_INTERRUPT cancels, and a
+        waiter that data or ``ioctl(fd, 0)`` on ``fh`` wakes."""
         with trio.CancelScope() as scope:
             self._scopes[req.unique] = scope
             if req.unique in self._interrupted_early:
@@ -128,25 +131,30 @@ class RequestHandler:
                 scope.cancel()
             waiter = _Waiter(fh)
             try:
-                while True:
-                    self._waiters.add(waiter)
-                    await waiter.event.wait()
-                    try:
-                        data = file.read(offset, size)
-                    except WouldBlock:
-                        if waiter.by_ioctl:
-                            req.reply_err(errno.EAGAIN)
-                            return
-                        waiter.event = trio.Event()
-                        continue
-                    except Exception as exc:
-                        req.reply_err(errno_of(exc, "read"))
-                        return
-                    req.reply_data(data)
-                    return
+                yield scope, waiter
             finally:
                 self._waiters.discard(waiter)
                 del self._scopes[req.unique]
+
+    async def _blocked_read(self, req: Request, fh: int, file: OpenFile,
+                            offset: int, size: int) -> None:
+        with self._waiting(req, fh) as (_, waiter):
+            while True:
+                self._waiters.add(waiter)
+                await waiter.event.wait()
+                try:
+                    data = file.read(offset, size)
+                except WouldBlock:
+                    if waiter.by_ioctl:
+                        req.reply_err(errno.EAGAIN)
+                        return
+                    waiter.event = trio.Event()
+                    continue
+                except Exception as exc:
+                    req.reply_err(errno_of(exc, "read"))
+                    return
+                req.reply_data(data)
+                return
         req.reply_err(errno.EINTR)
 
     def interrupted(self, req: Request) -> None:
@@ -215,20 +223,11 @@ class RequestHandler:
         """``ring_buffer_wait`` then ``ring_buffer_map_get_reader``: the wait
         ends when buffer_percent is reached, at ``ioctl(fd, 0)`` (the kernel
         then goes on to the reader), or at an interrupt (EINTR)."""
-        with trio.CancelScope() as scope:
-            self._scopes[req.unique] = scope
-            if req.unique in self._interrupted_early:
-                self._interrupted_early.discard(req.unique)
-                scope.cancel()
-            waiter = _Waiter(fh)
-            try:
-                while not waiter.by_ioctl and not file.poll():
-                    waiter.event = trio.Event()
-                    self._waiters.add(waiter)
-                    await waiter.event.wait()
-            finally:
-                self._waiters.discard(waiter)
-                del self._scopes[req.unique]
+        with self._waiting(req, fh) as (scope, waiter):
+            while not waiter.by_ioctl and not file.poll():
+                waiter.event = trio.Event()
+                self._waiters.add(waiter)
+                await waiter.event.wait()
         if scope.cancelled_caught:
             req.reply_err(errno.EINTR)
             return
