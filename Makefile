@@ -25,8 +25,8 @@ FUZZ_SCALE ?= 40
 fuzz:
 	rm -f fuzz-report.jsonl
 	TFUSE_FUZZ_SCALE=$(FUZZ_SCALE) TFUSE_FUZZ_REPORT=$(CURDIR)/fuzz-report.jsonl \
-		$(VENV)/bin/pytest -p no:cacheprovider -o timeout=7200 tests/adversarial
-	$(VENV)/bin/python -m tests.adversarial.report fuzz-report.jsonl
+		$(VENV)/bin/pytest -p no:cacheprovider -o timeout=7200 tests/adversarial; \
+		status=$$?; $(VENV)/bin/python -m tests.adversarial.report fuzz-report.jsonl; exit $$status
 
 bench:
 	$(VENV)/bin/python -m bench
