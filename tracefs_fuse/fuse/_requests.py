@@ -14,6 +14,9 @@ Rules:
     docs/readers.md).
   * 32-bit callers (``FUSE_IOCTL_COMPAT``) get ENOTTY: user_events_data has no
     ``compat_ioctl``.
+  * ``GET_READER`` on a descriptor opened without ``O_NONBLOCK`` waits as a
+    blocked read does, for ``buffer_percent`` (``tracing_buffers_ioctl``);
+    ``ioctl(fd, 0)`` ends the wait and the reader is taken anyway.
   * After anything that may have produced data or changed state that clients
     map, :meth:`RequestHandler.changed` runs the daemon's publication hook.
 
