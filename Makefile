@@ -7,7 +7,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBS := fuse3 libfuse3-dev pkg-config gcc make python3-venv python3-dev \
         trace-cmd libtracefs-dev libtraceevent-dev strace systemd
 
-.PHONY: setup test bench oracle-test container-test clean
+.PHONY: setup test fuzz bench oracle-test container-test clean
 
 setup:
 	$(SUDO) apt-get update
@@ -18,6 +18,15 @@ setup:
 
 test:
 	$(VENV)/bin/pytest
+
+# The adversarial suite with a long fuzzing budget (make test runs a few
+# seconds of every fuzzer); prints the figures docs/reliability.md publishes.
+FUZZ_SCALE ?= 40
+fuzz:
+	rm -f fuzz-report.jsonl
+	TFUSE_FUZZ_SCALE=$(FUZZ_SCALE) TFUSE_FUZZ_REPORT=$(CURDIR)/fuzz-report.jsonl \
+		$(VENV)/bin/pytest -p no:cacheprovider -o timeout=7200 tests/adversarial; \
+		status=$$?; $(VENV)/bin/python -m tests.adversarial.report fuzz-report.jsonl; exit $$status
 
 bench:
 	$(VENV)/bin/python -m bench

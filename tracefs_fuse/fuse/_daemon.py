@@ -217,6 +217,7 @@ class Daemon:
                 nursery.start_soon(self.tracker.follow_exits)
                 nursery.start_soon(self.tracker.watch_images)
                 nursery.start_soon(self.tracker.release_detached)
+                nursery.start_soon(self.mappings.follow_exits, self.publish)
                 if stop_on_signals:
                     nursery.start_soon(self._stop_on_signal)
                 status = await nursery.start(self._serve, nursery)
@@ -227,6 +228,7 @@ class Daemon:
         finally:
             self.tracker.close()
             self.memory.close()
+            self.mappings.close()
 
     async def _serve(self, nursery: trio.Nursery,
                      task_status: trio.TaskStatus[object] = trio.TASK_STATUS_IGNORED) -> None:

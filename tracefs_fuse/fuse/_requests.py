@@ -14,6 +14,9 @@ Rules:
     docs/readers.md).
   * 32-bit callers (``FUSE_IOCTL_COMPAT``) get ENOTTY: user_events_data has no
     ``compat_ioctl``.
+  * ``GET_READER`` on a descriptor opened without ``O_NONBLOCK`` waits as a
+    blocked read does, for ``buffer_percent`` (``tracing_buffers_ioctl``);
+    ``ioctl(fd, 0)`` ends the wait and the reader is taken anyway.
   * After anything that may have produced data or changed state that clients
     map, :meth:`RequestHandler.changed` runs the daemon's publication hook.
 
@@ -25,10 +28,11 @@ libtracefs sets right after the ioctl), but FUSE does not show us an
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
-from typing import Callable, ContextManager
+from typing import Callable, ContextManager, Iterator
 
 import trio
 
@@ -120,8 +124,10 @@ class RequestHandler:
             return
         req.reply_data(data)
 
-    async def _blocked_read(self, req: Request, fh: int, file: OpenFile,
-                            offset: int, size: int) -> None:
+    @contextlib.contextmanager
+    def _waiting(self, req: Request, fh: int) -> Iterator[tuple[trio.CancelScope, _Waiter]]:
+        """A cancel scope that the request's FUSE_INTERRUPT cancels, and a
+        waiter that data or ``ioctl(fd, 0)`` on ``fh`` wakes."""
         with trio.CancelScope() as scope:
             self._scopes[req.unique] = scope
             if req.unique in self._interrupted_early:
@@ -129,25 +135,30 @@ class RequestHandler:
                 scope.cancel()
             waiter = _Waiter(fh)
             try:
-                while True:
-                    self._waiters.add(waiter)
-                    await waiter.event.wait()
-                    try:
-                        data = file.read(offset, size)
-                    except WouldBlock:
-                        if waiter.by_ioctl:
-                            req.reply_err(errno.EAGAIN)
-                            return
-                        waiter.event = trio.Event()
-                        continue
-                    except Exception as exc:
-                        req.reply_err(self._refused(exc, "read", req, fh))
-                        return
-                    req.reply_data(data)
-                    return
+                yield scope, waiter
             finally:
                 self._waiters.discard(waiter)
                 del self._scopes[req.unique]
+
+    async def _blocked_read(self, req: Request, fh: int, file: OpenFile,
+                            offset: int, size: int) -> None:
+        with self._waiting(req, fh) as (_, waiter):
+            while True:
+                self._waiters.add(waiter)
+                await waiter.event.wait()
+                try:
+                    data = file.read(offset, size)
+                except WouldBlock:
+                    if waiter.by_ioctl:
+                        req.reply_err(errno.EAGAIN)
+                        return
+                    waiter.event = trio.Event()
+                    continue
+                except Exception as exc:
+                    req.reply_err(self._refused(exc, "read", req, fh))
+                    return
+                req.reply_data(data)
+                return
         req.reply_err(errno.EINTR)
 
     def interrupted(self, req: Request) -> None:
@@ -187,7 +198,9 @@ class RequestHandler:
         try:
             file = self.ops.files.get(fh)
             if file.kind is FileKind.MAPPABLE_PIPE:
-                self.mappings.look(req.pid)  # GET_READER needs the caller's mapping
+                # GET_READER needs the buffer mapped, by anyone: are the
+                # mappings we know of still there, has the caller a new one?
+                self.mappings.refresh(req.pid, self.ops.files.path(fh))
             # Only user_events_data ioctls may write into the caller's memory:
             # only they follow it (an open() of any file sends TCGETS here too).
             if file.kind is FileKind.STREAM:
@@ -195,6 +208,14 @@ class RequestHandler:
                     result = file.ioctl(cmd, arg, task)
             else:
                 result = file.ioctl(cmd, arg, self.control_task(req.pid))
+        except WouldBlock:
+            # A blocking GET_READER waits for buffer_percent (ring_buffer_wait).
+            assert isinstance(file, RawPipeFile)
+            if req.watch_interrupts():
+                req.reply_err(errno.EINTR)
+                return
+            self.nursery.start_soon(self._blocked_get_reader, req, fh, file)
+            return
         except Exception as exc:
             self._reply_after_publish(req.reply_err, self._refused(exc, "ioctl", req, fh, cmd))
             return
@@ -212,6 +233,26 @@ class RequestHandler:
         except KeyError:
             path = None  # the refusal itself: no such open file
         return errno_of(exc, request_name(op, path, cmd), req.pid)
+
+    async def _blocked_get_reader(self, req: Request, fh: int, file: RawPipeFile) -> None:
+        """``ring_buffer_wait`` then ``ring_buffer_map_get_reader``: the wait
+        ends when buffer_percent is reached, at ``ioctl(fd, 0)`` (the kernel
+        then goes on to the reader), or at an interrupt (EINTR)."""
+        with self._waiting(req, fh) as (scope, waiter):
+            while not waiter.by_ioctl and not file.poll():
+                waiter.event = trio.Event()
+                self._waiters.add(waiter)
+                await waiter.event.wait()
+        if scope.cancelled_caught:
+            req.reply_err(errno.EINTR)
+            return
+        try:
+            self.mappings.refresh(req.pid, self.ops.files.path(fh))
+            result = file.get_reader()
+        except Exception as exc:
+            self._reply_after_publish(req.reply_err, self._refused(exc, "ioctl", req, fh))
+            return
+        self._reply_after_publish(req.reply_ioctl, result)
 
     def _reply_after_publish(self, reply: Callable[[int], None], value: int) -> None:
         """Reply once what the request changed is visible in clients' mappings,
