@@ -24,6 +24,7 @@ from ._results import Recorder, Results, render_profile, render_tables
 from ._servers import (LIBFUSE_FLOOR, OURS, PYFUSE3_FLOOR, Binaries, kernel_instance,
                        mounted)
 from ._suite import WRITERS, Suite
+from ._tracking import fork_propagation, teardown
 
 #: Each profiled write run; long enough for ~1,000 samples at 200/s.
 PROFILE_SECONDS = 5.0
@@ -71,7 +72,11 @@ def main(argv: list[str] | None = None) -> int:
                  ("3. enable propagation", suite.enable_propagation),
                  ("4. register", suite.register),
                  ("5. read rates", suite.read_rates),
-                 ("6. mount-ready time", suite.mount_ready))
+                 ("6. mount-ready time", suite.mount_ready),
+                 ("7. enable propagation into forked children",
+                  lambda: fork_propagation(binaries, workdir, recorder, args.repeats)),
+                 ("8. teardown of many enablers",
+                  lambda: teardown(binaries, workdir, recorder)))
         for title, step in steps:
             print(f"[{time.monotonic() - start:5.0f} s] {title}", file=sys.stderr, flush=True)
             step()

@@ -176,6 +176,9 @@ class EventTable:
         self._order: list[TraceEvent] = []
         #: Called with every removed event (trace arrays drop their files).
         self.removal_listeners: list[Callable[[TraceEvent], None]] = []
+        #: Called with an event about to be removed, still findable by its id:
+        #: the last moment its records can be read with its format.
+        self.retiring_listeners: list[Callable[[TraceEvent], None]] = []
         # The ida: ids below the high-water mark that were freed, lowest first.
         self._freed_ids: list[int] = []
         self._first_id = self._next_id = first_id
@@ -197,6 +200,8 @@ class EventTable:
         self._order.insert(0, event)
 
     def remove(self, event: TraceEvent) -> None:
+        for listener in self.retiring_listeners:
+            listener(event)
         del self._by_id[event.id]
         if event.id >= self._first_id:
             heapq.heappush(self._freed_ids, event.id)
