@@ -51,7 +51,8 @@ from ._events import EventTable, TraceEvent
 from ._field import TRACE_ENTRY
 from ._ftrace_events import TRACE_PRINT, TRACE_RAW_DATA, FtraceEvent
 from ._page import PAGE_SIZE
-from ._print_fields import TRACE_SEQ_BUFFER_SIZE, TraceSeq, print_event_fields
+from ._print_fields import (TRACE_SEQ_BUFFER_SIZE, FieldsPrinter, TraceSeq,
+                           print_event_fields)
 from ._ringbuf import RingBuffer, TraceIterator, TraceRecord
 from ._task import Task
 from ._trace_array import SavedCmdlines, TraceArray
@@ -88,6 +89,8 @@ _RESCHED_BITS = TRACE_FLAG_NEED_RESCHED | TRACE_FLAG_NEED_RESCHED_LAZY | TRACE_F
 SymbolLookup = Callable[[int], "str | None"]
 #: ``trace_event_functions.trace``: writes an entry's text after the context.
 EventPrinter = Callable[[TraceSeq, TraceEvent, bytes, SymbolLookup], None]
+#: The same, compiled for one event: the entry's whole text (see :func:`event_text`).
+EventText = Callable[[bytes], "str | None"]
 
 _IP = struct.Struct("<Q")
 _ID = struct.Struct("<I")
@@ -115,8 +118,8 @@ def marker_symbols(marker_ip: int) -> SymbolLookup:
 # -- event printers ---------------------------------------------------------------------
 
 
-def print_print_entry(seq: TraceSeq, event: TraceEvent, data: bytes, ksym: SymbolLookup) -> None:
-    """``trace_print_print``: ``tracing_mark_write: <buf up to its NUL>``.
+def _print_entry_pieces(data: bytes, ksym: SymbolLookup) -> tuple[str, str]:
+    """``trace_print_print``'s two writes: the writer's ip, then ``: <buf up to its NUL>``.
 
     ``seq_print_ip_sym`` prints ``0`` for ip 0 before any lookup; we look up
     first, because our marker records carry 0 when the host hides kallsyms
@@ -124,15 +127,16 @@ def print_print_entry(seq: TraceSeq, event: TraceEvent, data: bytes, ksym: Symbo
     """
     (ip,) = _IP.unpack_from(data, TRACE_ENTRY.size)
     name = ksym(ip)
-    if name:
-        seq.puts(name)
-    elif ip == 0:
-        seq.puts("0")
-    else:
-        seq.puts(f"0x{ip:08x}")
+    where = name if name else "0" if ip == 0 else f"0x{ip:08x}"
     buf = data[TRACE_ENTRY.size + _IP.size:]
     nul = buf.find(0)
-    seq.puts(": " + (buf if nul < 0 else buf[:nul]).decode("latin-1"))
+    return where, ": " + (buf if nul < 0 else buf[:nul]).decode("latin-1")
+
+
+def print_print_entry(seq: TraceSeq, event: TraceEvent, data: bytes, ksym: SymbolLookup) -> None:
+    """``trace_print_print``: ``tracing_mark_write: <buf up to its NUL>``."""
+    for piece in _print_entry_pieces(data, ksym):
+        seq.puts(piece)
 
 
 def print_raw_data(seq: TraceSeq, event: TraceEvent, data: bytes, ksym: SymbolLookup) -> None:
@@ -145,6 +149,13 @@ def print_raw_data(seq: TraceSeq, event: TraceEvent, data: bytes, ksym: SymbolLo
     for byte in data[TRACE_ENTRY.size + _ID.size:]:
         seq.puts(f" {byte:02x}")
     seq.puts("\n")
+
+
+def _raw_data_text(data: bytes) -> str:
+    """:func:`print_raw_data`'s writes, joined."""
+    (raw_id,) = _ID.unpack_from(data, TRACE_ENTRY.size)
+    buf = data[TRACE_ENTRY.size + _ID.size:]
+    return f"# {raw_id:x} buf:" + (" " + buf.hex(" ") if buf else "") + "\n"
 
 
 #: ftrace's own events print by their fixed type (register_trace_event()).
@@ -167,6 +178,21 @@ def print_event(seq: TraceSeq, event: TraceEvent, data: bytes, ksym: SymbolLooku
     else:
         # user_event_print_trace()
         print_event_fields(seq, event.name, event.fields, data)
+
+
+def event_text(event: TraceEvent, ksym: SymbolLookup) -> EventText:
+    """:func:`print_event` for one event, as a function of the record: its writes joined.
+
+    The function returns None where only the piecewise printer can say what
+    is printed (a record shorter than the event's fields).
+    """
+    if isinstance(event, FtraceEvent) and event.id == TRACE_PRINT:
+        return lambda data: "".join(_print_entry_pieces(data, ksym))
+    if isinstance(event, FtraceEvent) and event.id == TRACE_RAW_DATA:
+        return _raw_data_text
+    if event.print_trace is not None:
+        return event.print_trace
+    return FieldsPrinter(event.name, event.fields).text
 
 
 # -- lines --------------------------------------------------------------------------------
@@ -199,12 +225,18 @@ def print_time(ts: int, in_ns: bool) -> str:
 class LinePrinter:
     """What one open text file needs to print lines (a ``trace_iterator``).
 
+    A line is built whole (:meth:`line`) and written in one piece where it
+    fits; only a line that does not fit is written piece by piece
+    (:meth:`print_line`), so that it is cut where the kernel cuts it. Each
+    event's text function is compiled once per file (:func:`event_text`).
+
     Args:
         events: the event table ids resolve in.
         cmdlines: saved comms and tgids.
         in_ns: the clock's ``in_ns`` when the file was opened
             (``TRACE_FILE_TIME_IN_NS``).
-        options: the current ``trace_options``, read at every line.
+        options: the current ``trace_options``; read once per read of the
+            file (nothing changes them within one).
         ksym: kernel symbol names.
     """
 
@@ -215,14 +247,70 @@ class LinePrinter:
         self.in_ns = in_ns
         self.options = options
         self.ksym = ksym
+        self._texts: dict[TraceEvent, EventText] = {}
+        #: ``trace_print_lat_fmt`` by ``flags << 8 | preempt_count``.
+        self._lat: dict[int, str] = {}
 
-    def print_line(self, seq: TraceSeq, record: TraceRecord, lost_events: int = 0) -> None:
+    def line(self, record: TraceRecord, options: OutputOptions, lost_events: int = 0,
+             ) -> str | None:
+        """Everything :meth:`print_line` writes for ``record``, joined.
+
+        Returns:
+            None where only the piecewise printer knows the text (a record
+            shorter than its event's fields).
+        """
+        data = record.data
+        type_, flags, preempt_count, pid = TRACE_ENTRY.unpack_from(data)
+        event = self.events.by_id(type_)
+        if event is None:
+            text: str | None = f"Unknown type {type_}\n"
+        else:
+            compiled = self._texts.get(event)
+            if compiled is None:
+                compiled = self._texts[event] = event_text(event, self.ksym)
+            text = compiled(data)
+            if text is None:
+                return None
+        # trace_print_context() in one format (print_pieces has its writes).
+        tgid = ""
+        if options.record_tgid:
+            tgid = f"({self.cmdlines.tgids.get(pid, 0) or '-------':>7}) "
+        lat = ""
+        if options.irq_info:
+            lat = (self._lat.get(flags << 8 | preempt_count)
+                   or self._remember_lat(flags, preempt_count))
+        ts = record.ts
+        if self.in_ns:
+            usecs = (ts + 500) // 1000  # ns2usecs()
+            line = (f"{self.cmdlines.comm(pid):>16}-{pid:<7d} {tgid}[{record.cpu:03d}] {lat}"
+                    f" {usecs // 1_000_000:5d}.{usecs % 1_000_000:06d}: {text}")
+        else:
+            line = (f"{self.cmdlines.comm(pid):>16}-{pid:<7d} {tgid}[{record.cpu:03d}] {lat}"
+                    f" {ts:12d}: {text}")
+        if lost_events:
+            return f"CPU:{record.cpu} [LOST {lost_events} EVENTS]\n{line}"
+        return line
+
+    def _remember_lat(self, flags: int, preempt_count: int) -> str:
+        lat = self._lat[flags << 8 | preempt_count] = lat_fmt(flags, preempt_count)
+        return lat
+
+    def print_line(self, seq: TraceSeq, record: TraceRecord, options: OutputOptions,
+                   lost_events: int = 0) -> None:
         """``print_trace_line`` with the default output format."""
+        line = self.line(record, options, lost_events)
+        if line is not None and seq.len + len(line) < TRACE_SEQ_BUFFER_SIZE:
+            seq.puts(line)  # it fits whole, so every piece of it fits
+        else:
+            self.print_pieces(seq, record, options, lost_events)
+
+    def print_pieces(self, seq: TraceSeq, record: TraceRecord, options: OutputOptions,
+                     lost_events: int = 0) -> None:
+        """:meth:`print_line` write by write, as the kernel writes it (and cuts it)."""
         if lost_events:
             seq.puts(f"CPU:{record.cpu} [LOST {lost_events} EVENTS]\n")
         data = record.data
         type_, flags, preempt_count, pid = TRACE_ENTRY.unpack_from(data)
-        options = self.options()
         # trace_print_context()
         seq.puts(f"{self.cmdlines.comm(pid):>16}-{pid:<7d} ")
         if options.record_tgid:
@@ -302,6 +390,8 @@ class TraceFile(OpenFile):
         #: The seq_file buffer size (``m->size``): grows for big records.
         self._buf_size = PAGE_SIZE
         self._read_pos = 0
+        #: The options lines are printed with, read at each read.
+        self._options = output.options()
         if readable:
             self._restart()
 
@@ -318,15 +408,22 @@ class TraceFile(OpenFile):
     def _generate(self, iterator: TraceIterator) -> Iterator[str]:
         """The seq_file records: the header, then one ``s_show`` per entry."""
         output = self._output
+        lines = self._lines
         yield render_header(output.total_entries(), output.nr_cpus, output.options())
         for idx, record in enumerate(iterator):
-            seq = TraceSeq()
+            started = ""
             # test_cpu_buff_start(): not for the first two entries (idx > 1).
             if self._annotate and record.cpu not in self._started:
                 self._started.add(record.cpu)
                 if idx > 1:
-                    seq.puts(f"##### CPU {record.cpu} buffer started ####\n")
-            self._lines.print_line(seq, record)
+                    started = f"##### CPU {record.cpu} buffer started ####\n"
+            line = lines.line(record, self._options)
+            if line is not None and len(started) + len(line) < TRACE_SEQ_BUFFER_SIZE:
+                yield started + line
+                continue
+            seq = TraceSeq()
+            seq.puts(started)
+            lines.print_line(seq, record, self._options)
             if seq.full:
                 seq.full = False
                 seq.puts("[LINE TOO BIG]\n")
@@ -353,6 +450,7 @@ class TraceFile(OpenFile):
     def _read(self, size: int) -> bytes:
         if not size:
             return b""
+        self._options = self._output.options()
         out = self._pending[:size]
         self._pending = self._pending[len(out):]
         if not self._pending:
@@ -365,19 +463,21 @@ class TraceFile(OpenFile):
         first = self._peek()
         if first is None or not room:
             return b""
-        buf = first.encode("latin-1")
-        while len(buf) >= self._buf_size:  # "need a bigger buffer"
+        while len(first) >= self._buf_size:  # "need a bigger buffer"
             self._buf_size <<= 1
         self._current = None
-        while len(buf) < room:
+        # Records are latin-1 text: as many characters as bytes.
+        records, length = [first], len(first)
+        while length < room:
             record = self._peek()
             if record is None:
                 break
-            text = record.encode("latin-1")
-            if len(buf) + len(text) >= self._buf_size:
+            if length + len(record) >= self._buf_size:
                 break  # seq_file overflow: shown again by the next read
-            buf += text
+            records.append(record)
+            length += len(record)
             self._current = None
+        buf = "".join(records).encode("latin-1")
         self._pending = buf[room:]
         return buf[:room]
 
@@ -429,12 +529,13 @@ class TracePipe(OpenFile):
             return chunk
         buffer = self._output.buffer
         count = min(size, TRACE_SEQ_BUFFER_SIZE - 1)
+        options = self._output.options()
         while True:
             seq = TraceSeq()
             consumed = False
             while (record := buffer.peek(self._cpu)) is not None:
                 save_len = seq.len
-                self._lines.print_line(seq, record, record.lost_events)
+                self._lines.print_line(seq, record, options, record.lost_events)
                 if seq.full:
                     if save_len == 0:
                         # One line fills the whole sequence: consume it cut.
