@@ -248,8 +248,13 @@ class LinePrinter:
         self.options = options
         self.ksym = ksym
         self._texts: dict[TraceEvent, EventText] = {}
-        #: ``trace_print_lat_fmt`` by ``flags << 8 | preempt_count``.
+        # Pieces of the context that repeat from line to line: comm-pid by
+        # pid (with the comm it was made from), the CPU column, the flags
+        # (by ``flags << 8 | preempt_count``) and the last whole second.
+        self._who: dict[int, tuple[str, str]] = {}
+        self._cpu: dict[int, str] = {}
         self._lat: dict[int, str] = {}
+        self._secs = (-1, "")
 
     def line(self, record: TraceRecord, options: OutputOptions, lost_events: int = 0,
              ) -> str | None:
@@ -271,22 +276,28 @@ class LinePrinter:
             text = compiled(data)
             if text is None:
                 return None
-        # trace_print_context() in one format (print_pieces has its writes).
-        tgid = ""
+        # trace_print_context(), from strings kept between lines where
+        # they repeat (print_pieces has its writes).
+        comm = self.cmdlines.comm(pid)
+        who = self._who.get(pid)
+        if who is None or who[0] != comm:
+            who = self._who[pid] = (comm, f"{comm:>16}-{pid:<7d} ")
+        context = who[1]
         if options.record_tgid:
-            tgid = f"({self.cmdlines.tgids.get(pid, 0) or '-------':>7}) "
-        lat = ""
+            context += f"({self.cmdlines.tgids.get(pid, 0) or '-------':>7}) "
+        context += self._cpu.get(record.cpu) or self._remember_cpu(record.cpu)
         if options.irq_info:
-            lat = (self._lat.get(flags << 8 | preempt_count)
-                   or self._remember_lat(flags, preempt_count))
+            context += (self._lat.get(flags << 8 | preempt_count)
+                        or self._remember_lat(flags, preempt_count))
         ts = record.ts
         if self.in_ns:
             usecs = (ts + 500) // 1000  # ns2usecs()
-            line = (f"{self.cmdlines.comm(pid):>16}-{pid:<7d} {tgid}[{record.cpu:03d}] {lat}"
-                    f" {usecs // 1_000_000:5d}.{usecs % 1_000_000:06d}: {text}")
+            secs = usecs // 1_000_000
+            if secs != self._secs[0]:
+                self._secs = (secs, f" {secs:5d}.")
+            line = f"{context}{self._secs[1]}{usecs % 1_000_000:06d}: {text}"
         else:
-            line = (f"{self.cmdlines.comm(pid):>16}-{pid:<7d} {tgid}[{record.cpu:03d}] {lat}"
-                    f" {ts:12d}: {text}")
+            line = f"{context} {ts:12d}: {text}"
         if lost_events:
             return f"CPU:{record.cpu} [LOST {lost_events} EVENTS]\n{line}"
         return line
@@ -294,6 +305,10 @@ class LinePrinter:
     def _remember_lat(self, flags: int, preempt_count: int) -> str:
         lat = self._lat[flags << 8 | preempt_count] = lat_fmt(flags, preempt_count)
         return lat
+
+    def _remember_cpu(self, cpu: int) -> str:
+        text = self._cpu[cpu] = f"[{cpu:03d}] "
+        return text
 
     def print_line(self, seq: TraceSeq, record: TraceRecord, options: OutputOptions,
                    lost_events: int = 0) -> None:
