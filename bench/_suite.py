@@ -48,6 +48,10 @@ REGISTER_REPEATS = 3
 READ_EVENTS = 20_000
 #: Upper bound for filling the buffer; the fill stops at READ_EVENTS.
 FILL_TIMEOUT_S = 60
+#: The 4 KiB reads tracefs-fuse's drain makes: a ``bench_write`` event takes
+#: 28 bytes of a sub-buffer's 4080 (8-byte common fields, 16-byte payload,
+#: 4-byte event header). The floors are read as many times.
+DRAIN_READS = -(-READ_EVENTS * 28 // 4080)
 
 
 class ServerCost(msgspec.Struct, frozen=True, kw_only=True):
@@ -246,10 +250,25 @@ class Suite:
     # -- 5 -----------------------------------------------------------------------------
 
     def read_rates(self) -> None:
+        """``trace`` and a ``trace_pipe_raw`` drain, ours against the kernel's.
+
+        The floors serve a 4 KiB read at once: what a drain through FUSE can
+        reach at best, one round trip per page (a ``trace_pipe_raw`` read
+        returns at most one sub-buffer).
+        """
         group = f"5. Reading {READ_EVENTS:,} events back (one CPU's buffer)"
         kernel = "kernel"
+        floors = (LIBFUSE_FLOOR, PYFUSE3_FLOOR)
+        drain = "trace_pipe_raw drain"
         for rep in range(self.repeats):
-            for target in _rotated((OURS, kernel), rep):
+            for target in _rotated((OURS, kernel, *floors), rep):
+                if target in floors:
+                    raw = run_client(self.binaries, "drain", self.servers[target].data_file,
+                                     DRAIN_READS)
+                    seconds = int(raw["ns"][0]) / 1e9
+                    self.rec.add(group, f"{drain}, bytes", target, "MB/s",
+                                 int(raw["bytes"][0]) / seconds / 1e6)
+                    continue
                 directory = self.ours.mountpoint if target == OURS else self.kernel
                 clear_trace(directory)
                 # Pinned, so that every record lands in CPU 0's buffer.
@@ -261,17 +280,22 @@ class Suite:
                                        f"after {READ_EVENTS} writes")
                 raw = run_client(self.binaries, "drain",
                                  directory / "per_cpu" / "cpu0" / "trace_pipe_raw")
-                for what, out in (("trace (text)", text), ("trace_pipe_raw drain", raw)):
+                for what, out in (("trace (text)", text), (drain, raw)):
                     seconds = int(out["ns"][0]) / 1e9
                     self.rec.add(group, f"{what}, bytes", target, "MB/s",
                                  int(out["bytes"][0]) / seconds / 1e6)
                     self.rec.add(group, f"{what}, events", target, "events/s",
                                  READ_EVENTS / seconds)
-        for what in ("trace (text)", "trace_pipe_raw drain"):
+        for what in ("trace (text)", drain):
             for unit in ("bytes", "events"):
                 row = f"{what}, {unit}"
                 self.rec.add_ratio(group, row, "tracefs-fuse ÷ kernel", (row, OURS),
                                    (row, kernel))
+        row = f"{drain}, bytes"
+        self.rec.add_ratio(group, row, "libfuse floor ÷ kernel", (row, LIBFUSE_FLOOR),
+                           (row, kernel))
+        self.rec.add_ratio(group, row, "tracefs-fuse ÷ libfuse floor", (row, OURS),
+                           (row, LIBFUSE_FLOOR))
 
     # -- 6 -----------------------------------------------------------------------------
 

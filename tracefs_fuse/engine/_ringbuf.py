@@ -1003,7 +1003,7 @@ class TracePipeRawReader:
                 return b""
             self._read = 0
         size = min(page_size - self._read, count)
-        chunk = bytes(spare.data[self._read:self._read + size])
+        chunk = bytes(spare.view[self._read:self._read + size])
         self._read += size
         return chunk
 
