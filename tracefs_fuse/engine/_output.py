@@ -548,6 +548,7 @@ class TracePipe(OpenFile):
         while True:
             seq = TraceSeq()
             consumed = False
+            # The record peeked is the one consumed: the oldest, from its CPU.
             while (record := buffer.peek(self._cpu)) is not None:
                 save_len = seq.len
                 self._lines.print_line(seq, record, options, record.lost_events)
@@ -556,12 +557,12 @@ class TracePipe(OpenFile):
                         # One line fills the whole sequence: consume it cut.
                         seq.full = False
                         seq.puts("[LINE TOO BIG]\n")
-                        buffer.consume_nowait(self._cpu)
+                        buffer.consume_nowait(record.cpu)
                         consumed = True
                     else:
                         seq.truncate(save_len)  # no partial lines: it waits
                     break
-                buffer.consume_nowait(self._cpu)
+                buffer.consume_nowait(record.cpu)
                 consumed = True
                 if seq.len >= count:
                     break
