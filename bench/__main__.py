@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="length of each write-throughput run (default 1)")
     parser.add_argument("--output", type=Path, default=None,
                         help="results JSON (default bench/results/<host>-<time>.json)")
+    parser.add_argument("--only", type=lambda text: set(text.split(",")), default=None,
+                        metavar="N[,N...]",
+                        help="run only these benchmarks, by number (default: all six)")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("python -m bench: must run as root (FUSE mounts, a tracefs instance)",
@@ -65,14 +68,16 @@ def main(argv: list[str] | None = None) -> int:
                     servers[OURS].proc.pid, workdir / f"profile-{writers}.txt",
                     lambda: suite.write_run(OURS, writers, PROFILE_SECONDS)[0], writers))
 
-        steps = (("1. write throughput", suite.write_throughput),
-                 ("   profile of the daemon during benchmark 1's writes", profile),
-                 ("2. disabled event", suite.disabled_event),
-                 ("3. enable propagation", suite.enable_propagation),
-                 ("4. register", suite.register),
-                 ("5. read rates", suite.read_rates),
-                 ("6. mount-ready time", suite.mount_ready))
-        for title, step in steps:
+        steps = (("1", "1. write throughput", suite.write_throughput),
+                 ("1", "   profile of the daemon during benchmark 1's writes", profile),
+                 ("2", "2. disabled event", suite.disabled_event),
+                 ("3", "3. enable propagation", suite.enable_propagation),
+                 ("4", "4. register", suite.register),
+                 ("5", "5. read rates", suite.read_rates),
+                 ("6", "6. mount-ready time", suite.mount_ready))
+        for number, title, step in steps:
+            if args.only is not None and number not in args.only:
+                continue
             print(f"[{time.monotonic() - start:5.0f} s] {title}", file=sys.stderr, flush=True)
             step()
 
