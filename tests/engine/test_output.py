@@ -588,7 +588,9 @@ class _Lines:
         fs.events.add(self.own)
         fs.events.add(self.fields)
         fs.cmdlines.tgids[7] = 7
-        self.printer = TraceOutput(fs.top, nr_cpus=2, ksym=marker_symbols(0x1234)).line_printer()
+        self.options = OutputOptions()
+        self.printer = TraceOutput(fs.top, nr_cpus=2, ksym=marker_symbols(0x1234),
+                                   options=lambda: self.options).line_printer()
         self.printer.in_ns = in_ns
         self.types = (_ftrace_events.TRACE_PRINT, _ftrace_events.TRACE_RAW_DATA, self.own.id,
                       self.fields.id, 4242)
@@ -605,14 +607,35 @@ def test_a_line_built_whole_is_what_the_pieces_write(
         body = bytes(8) + body  # ftrace writes its records whole: ip or id first
     entry = struct.pack("<HBBi", lines.types[kind], flags, preempt_count, pid) + body
     record = TraceRecord(cpu=cpu, ts=ts, data=entry + bytes(-len(entry) % 4))
-    options = OutputOptions(irq_info=irq_info, record_tgid=record_tgid)
+    lines.options = OutputOptions(irq_info=irq_info, record_tgid=record_tgid)
+    lines.printer.start_read()
     seq = TraceSeq()
-    lines.printer.print_pieces(seq, record, options, lost)
-    line = lines.printer.line(record, options, lost)
+    lines.printer.print_pieces(seq, record, lost)
+    line = lines.printer.line(record, lost)
     if line is None:  # a record too short for its fields: left to the pieces
         assert kind == 3 and len(record.data) < 21
     else:
         assert line == seq.text() and not seq.full
+
+
+def test_each_read_prints_with_the_comms_options_and_events_of_its_time() -> None:
+    # Lines are printed at read time; nothing one read kept changes the next.
+    s = Small()
+    for text in ("a", "b", "c"):
+        s.mark(text)
+    options = [OutputOptions()]
+    pipe = TraceOutput(s.fs.top, nr_cpus=2, ksym=marker_symbols(0xFFFFFFFF81000000),
+                       options=lambda: options[0]).open_pipe()
+    assert pipe.read(0, 1) == s.line("a").encode()[:1]
+    assert pipe.read(0, 8000) == s.line("a").encode()[1:]
+    s.fs.cmdlines.save_comm(Task(pid=7, tgid=Tgid(7), comm="renamed"))
+    options[0] = OutputOptions(irq_info=False)
+    b = "         renamed-7       [000]      1.000002: tracing_mark_write: b\n"
+    assert pipe.read(0, len(b)).decode() == b
+    s.fs.events.remove(s.fs.events.by_id(_ftrace_events.TRACE_PRINT))
+    assert pipe.read(0, 8000).decode() == (
+        "         renamed-7       [000]      1.000003: Unknown type 5\n")
+    pipe.release()
 
 
 def test_a_line_that_does_not_fit_whole_is_cut_piece_by_piece() -> None:
@@ -621,6 +644,6 @@ def test_a_line_that_does_not_fit_whole_is_cut_piece_by_piece() -> None:
         "<HBBiI", _ftrace_events.TRACE_RAW_DATA, 0, 0, 7, 1) + bytes(3000))
     seq = TraceSeq()
     seq.puts("x" * 100)
-    lines.printer.print_line(seq, record, OutputOptions())
+    lines.printer.print_line(seq, record)
     assert seq.full and seq.len < TRACE_SEQ_BUFFER_SIZE
     assert seq.text().endswith(" 00") and len(seq.text()) == TRACE_SEQ_BUFFER_SIZE - 2

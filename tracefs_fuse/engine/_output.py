@@ -180,6 +180,12 @@ def print_event(seq: TraceSeq, event: TraceEvent, data: bytes, ksym: SymbolLooku
         print_event_fields(seq, event.name, event.fields, data)
 
 
+def _unknown_type_text(type_: int) -> EventText:
+    """The text of records whose id no event has."""
+    text = f"Unknown type {type_}\n"
+    return lambda data: text
+
+
 def event_text(event: TraceEvent, ksym: SymbolLookup) -> EventText:
     """:func:`print_event` for one event, as a function of the record: its writes joined.
 
@@ -227,16 +233,21 @@ class LinePrinter:
 
     A line is built whole (:meth:`line`) and written in one piece where it
     fits; only a line that does not fit is written piece by piece
-    (:meth:`print_line`), so that it is cut where the kernel cuts it. Each
-    event's text function is compiled once per file (:func:`event_text`).
+    (:meth:`print_pieces`), so that it is cut where the kernel cuts it.
+
+    Within one read nothing changes the options, comms, tgids or events, so
+    :meth:`start_read` takes the options once and the head of a line (its
+    event's text function and the context before the time stamp) is made
+    once per CPU and record header (type, flags, preempt count, pid) and
+    kept until the next read. Each event's text function is compiled once
+    (:func:`event_text`).
 
     Args:
         events: the event table ids resolve in.
         cmdlines: saved comms and tgids.
         in_ns: the clock's ``in_ns`` when the file was opened
             (``TRACE_FILE_TIME_IN_NS``).
-        options: the current ``trace_options``; read once per read of the
-            file (nothing changes them within one).
+        options: the current ``trace_options``.
         ksym: kernel symbol names.
     """
 
@@ -248,84 +259,76 @@ class LinePrinter:
         self.options = options
         self.ksym = ksym
         self._texts: dict[TraceEvent, EventText] = {}
-        # Pieces of the context that repeat from line to line: comm-pid by
-        # pid (with the comm it was made from), the CPU column, the flags
-        # (by ``flags << 8 | preempt_count``) and the last whole second.
-        self._who: dict[int, tuple[str, str]] = {}
-        self._cpu: dict[int, str] = {}
-        self._lat: dict[int, str] = {}
+        self._read_options = options()
+        #: This read's line heads by (cpu, the record's 8-byte header).
+        self._heads: dict[tuple[int, bytes], tuple[EventText, str]] = {}
+        #: The last whole second and its text (`` %5lu.``).
         self._secs = (-1, "")
 
-    def line(self, record: TraceRecord, options: OutputOptions, lost_events: int = 0,
-             ) -> str | None:
-        """Everything :meth:`print_line` writes for ``record``, joined.
+    def start_read(self) -> None:
+        """A read begins: the options as they are now, no line heads kept."""
+        self._read_options = self.options()
+        self._heads = {}
+
+    def line(self, record: TraceRecord, lost_events: int = 0) -> str | None:
+        """Everything :meth:`print_pieces` writes for ``record``, joined.
 
         Returns:
             None where only the piecewise printer knows the text (a record
             shorter than its event's fields).
         """
         data = record.data
-        type_, flags, preempt_count, pid = TRACE_ENTRY.unpack_from(data)
-        event = self.events.by_id(type_)
-        if event is None:
-            text: str | None = f"Unknown type {type_}\n"
-        else:
-            compiled = self._texts.get(event)
-            if compiled is None:
-                compiled = self._texts[event] = event_text(event, self.ksym)
-            text = compiled(data)
-            if text is None:
-                return None
-        # trace_print_context(), from strings kept between lines where
-        # they repeat (print_pieces has its writes).
-        comm = self.cmdlines.comm(pid)
-        who = self._who.get(pid)
-        if who is None or who[0] != comm:
-            who = self._who[pid] = (comm, f"{comm:>16}-{pid:<7d} ")
-        context = who[1]
-        if options.record_tgid:
-            context += f"({self.cmdlines.tgids.get(pid, 0) or '-------':>7}) "
-        context += self._cpu.get(record.cpu) or self._remember_cpu(record.cpu)
-        if options.irq_info:
-            context += (self._lat.get(flags << 8 | preempt_count)
-                        or self._remember_lat(flags, preempt_count))
+        head = self._heads.get((record.cpu, data[:8])) or self._head(record.cpu, data)
+        text = head[0](data)
+        if text is None:
+            return None
         ts = record.ts
         if self.in_ns:
             usecs = (ts + 500) // 1000  # ns2usecs()
             secs = usecs // 1_000_000
             if secs != self._secs[0]:
                 self._secs = (secs, f" {secs:5d}.")
-            line = f"{context}{self._secs[1]}{usecs % 1_000_000:06d}: {text}"
+            line = f"{head[1]}{self._secs[1]}{usecs % 1_000_000:06d}: {text}"
         else:
-            line = f"{context} {ts:12d}: {text}"
+            line = f"{head[1]} {ts:12d}: {text}"
         if lost_events:
             return f"CPU:{record.cpu} [LOST {lost_events} EVENTS]\n{line}"
         return line
 
-    def _remember_lat(self, flags: int, preempt_count: int) -> str:
-        lat = self._lat[flags << 8 | preempt_count] = lat_fmt(flags, preempt_count)
-        return lat
+    def _head(self, cpu: int, data: bytes) -> tuple[EventText, str]:
+        """The event's text function and ``trace_print_context`` up to the time."""
+        type_, flags, preempt_count, pid = TRACE_ENTRY.unpack_from(data)
+        event = self.events.by_id(type_)
+        if event is None:
+            text = _unknown_type_text(type_)
+        else:
+            text = self._texts.get(event) or self._texts.setdefault(
+                event, event_text(event, self.ksym))
+        options = self._read_options
+        context = f"{self.cmdlines.comm(pid):>16}-{pid:<7d} "
+        if options.record_tgid:
+            context += f"({self.cmdlines.tgids.get(pid, 0) or '-------':>7}) "
+        context += f"[{cpu:03d}] "
+        if options.irq_info:
+            context += lat_fmt(flags, preempt_count)
+        head = self._heads[(cpu, data[:8])] = (text, context)
+        return head
 
-    def _remember_cpu(self, cpu: int) -> str:
-        text = self._cpu[cpu] = f"[{cpu:03d}] "
-        return text
-
-    def print_line(self, seq: TraceSeq, record: TraceRecord, options: OutputOptions,
-                   lost_events: int = 0) -> None:
+    def print_line(self, seq: TraceSeq, record: TraceRecord, lost_events: int = 0) -> None:
         """``print_trace_line`` with the default output format."""
-        line = self.line(record, options, lost_events)
+        line = self.line(record, lost_events)
         if line is not None and seq.len + len(line) < TRACE_SEQ_BUFFER_SIZE:
             seq.puts(line)  # it fits whole, so every piece of it fits
         else:
-            self.print_pieces(seq, record, options, lost_events)
+            self.print_pieces(seq, record, lost_events)
 
-    def print_pieces(self, seq: TraceSeq, record: TraceRecord, options: OutputOptions,
-                     lost_events: int = 0) -> None:
+    def print_pieces(self, seq: TraceSeq, record: TraceRecord, lost_events: int = 0) -> None:
         """:meth:`print_line` write by write, as the kernel writes it (and cuts it)."""
         if lost_events:
             seq.puts(f"CPU:{record.cpu} [LOST {lost_events} EVENTS]\n")
         data = record.data
         type_, flags, preempt_count, pid = TRACE_ENTRY.unpack_from(data)
+        options = self._read_options
         # trace_print_context()
         seq.puts(f"{self.cmdlines.comm(pid):>16}-{pid:<7d} ")
         if options.record_tgid:
@@ -405,8 +408,6 @@ class TraceFile(OpenFile):
         #: The seq_file buffer size (``m->size``): grows for big records.
         self._buf_size = PAGE_SIZE
         self._read_pos = 0
-        #: The options lines are printed with, read at each read.
-        self._options = output.options()
         if readable:
             self._restart()
 
@@ -432,13 +433,13 @@ class TraceFile(OpenFile):
                 self._started.add(record.cpu)
                 if idx > 1:
                     started = f"##### CPU {record.cpu} buffer started ####\n"
-            line = lines.line(record, self._options)
+            line = lines.line(record)
             if line is not None and len(started) + len(line) < TRACE_SEQ_BUFFER_SIZE:
                 yield started + line
                 continue
             seq = TraceSeq()
             seq.puts(started)
-            lines.print_line(seq, record, self._options)
+            lines.print_line(seq, record)
             if seq.full:
                 seq.full = False
                 seq.puts("[LINE TOO BIG]\n")
@@ -465,7 +466,7 @@ class TraceFile(OpenFile):
     def _read(self, size: int) -> bytes:
         if not size:
             return b""
-        self._options = self._output.options()
+        self._lines.start_read()
         out = self._pending[:size]
         self._pending = self._pending[len(out):]
         if not self._pending:
@@ -544,14 +545,14 @@ class TracePipe(OpenFile):
             return chunk
         buffer = self._output.buffer
         count = min(size, TRACE_SEQ_BUFFER_SIZE - 1)
-        options = self._output.options()
+        self._lines.start_read()
         while True:
             seq = TraceSeq()
             consumed = False
             # The record peeked is the one consumed: the oldest, from its CPU.
             while (record := buffer.peek(self._cpu)) is not None:
                 save_len = seq.len
-                self._lines.print_line(seq, record, options, record.lost_events)
+                self._lines.print_line(seq, record, record.lost_events)
                 if seq.full:
                     if save_len == 0:
                         # One line fills the whole sequence: consume it cut.
