@@ -294,8 +294,8 @@ class Suite:
         row = f"{drain}, bytes"
         self.rec.add_ratio(group, row, "libfuse floor ÷ kernel", (row, LIBFUSE_FLOOR),
                            (row, kernel))
-        self.rec.add_ratio(group, row, "tracefs-fuse ÷ libfuse floor", (row, OURS),
-                           (row, LIBFUSE_FLOOR))
+        for floor in floors:
+            self.rec.add_ratio(group, row, f"tracefs-fuse ÷ {floor}", (row, OURS), (row, floor))
 
     # -- 6 -----------------------------------------------------------------------------
 
