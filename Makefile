@@ -5,9 +5,9 @@ PYTHON ?= python3
 VENV := .venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBS := fuse3 libfuse3-dev pkg-config gcc make python3-venv python3-dev \
-        trace-cmd libtracefs-dev libtraceevent-dev strace
+        trace-cmd libtracefs-dev libtraceevent-dev strace systemd
 
-.PHONY: setup test bench oracle-test clean
+.PHONY: setup test fuzz bench oracle-test container-test clean
 
 setup:
 	$(SUDO) apt-get update
@@ -19,6 +19,15 @@ setup:
 test:
 	$(VENV)/bin/pytest
 
+# The adversarial suite with a long fuzzing budget (make test runs a few
+# seconds of every fuzzer); prints the figures docs/reliability.md publishes.
+FUZZ_SCALE ?= 40
+fuzz:
+	rm -f fuzz-report.jsonl
+	TFUSE_FUZZ_SCALE=$(FUZZ_SCALE) TFUSE_FUZZ_REPORT=$(CURDIR)/fuzz-report.jsonl \
+		$(VENV)/bin/pytest -p no:cacheprovider -o timeout=7200 tests/adversarial; \
+		status=$$?; $(VENV)/bin/python -m tests.adversarial.report fuzz-report.jsonl; exit $$status
+
 bench:
 	$(VENV)/bin/python -m bench
 
@@ -26,6 +35,14 @@ bench:
 # (../shared/tools/kernel-oracle; the first run builds the kernels, ~8 min each).
 oracle-test:
 	$(VENV)/bin/pytest -m oracle tests/oracle
+
+# Real podman containers, rootful and rootless, from a Debian 12 root filesystem built with
+# mmdebstrap (cached in ~/.cache/tracefs-fuse-containers; docs/containers.md). As root.
+CONTAINER_DEBS := podman runc mmdebstrap uidmap slirp4netns
+container-test:
+	@dpkg -s $(CONTAINER_DEBS) >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive \
+	    $(SUDO) apt-get install -y --no-install-recommends $(CONTAINER_DEBS)
+	$(VENV)/bin/pytest -m containers tests/containers
 
 clean:
 	rm -rf build *.egg-info tracefs_fuse/fuse/_bridge*.so

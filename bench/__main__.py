@@ -24,6 +24,7 @@ from ._results import Recorder, Results, render_profile, render_tables
 from ._servers import (LIBFUSE_FLOOR, OURS, PYFUSE3_FLOOR, Binaries, kernel_instance,
                        mounted)
 from ._suite import WRITERS, Suite
+from ._tracking import fork_propagation, teardown
 
 #: Each profiled write run; long enough for ~1,000 samples at 200/s.
 PROFILE_SECONDS = 5.0
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="results JSON (default bench/results/<host>-<time>.json)")
     parser.add_argument("--only", type=lambda text: set(text.split(",")), default=None,
                         metavar="N[,N...]",
-                        help="run only these benchmarks, by number (default: all six)")
+                        help="run only these benchmarks, by number (default: all)")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("python -m bench: must run as root (FUSE mounts, a tracefs instance)",
@@ -68,14 +69,21 @@ def main(argv: list[str] | None = None) -> int:
                     servers[OURS].proc.pid, workdir / f"profile-{writers}.txt",
                     lambda: suite.write_run(OURS, writers, PROFILE_SECONDS)[0], writers))
 
-        steps = (("1", "1. write throughput", suite.write_throughput),
-                 ("1", "   profile of the daemon during benchmark 1's writes", profile),
-                 ("2", "2. disabled event", suite.disabled_event),
-                 ("3", "3. enable propagation", suite.enable_propagation),
-                 ("4", "4. register", suite.register),
-                 ("5", "5. read rates", suite.read_rates),
-                 ("6", "6. mount-ready time", suite.mount_ready))
-        for number, title, step in steps:
+        steps = (("1. write throughput", suite.write_throughput),
+                 ("   profile of the daemon during benchmark 1's writes", profile),
+                 ("2. disabled event", suite.disabled_event),
+                 ("3. enable propagation", suite.enable_propagation),
+                 ("4. register", suite.register),
+                 ("5. read rates", suite.read_rates),
+                 ("6. mount-ready time", suite.mount_ready),
+                 ("7. enable propagation into forked children",
+                  lambda: fork_propagation(binaries, workdir, recorder, args.repeats)),
+                 ("8. teardown of many enablers",
+                  lambda: teardown(binaries, workdir, recorder)))
+        number = ""
+        for title, step in steps:
+            # An indented step (the profile) belongs to the benchmark above it.
+            number = title.split(".", 1)[0] if title[0].isdigit() else number
             if args.only is not None and number not in args.only:
                 continue
             print(f"[{time.monotonic() - start:5.0f} s] {title}", file=sys.stderr, flush=True)

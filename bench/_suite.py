@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import errno
 import os
 import statistics
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import msgspec
+
+from tracefs_fuse.decode import Event, RecordDecoder, encode_lines, parse_format
 
 from ._results import Recorder
 from ._servers import (LIBFUSE_FLOOR, OURS, PYFUSE3_FLOOR, Binaries, Server, clear_trace,
@@ -52,6 +56,10 @@ FILL_TIMEOUT_S = 60
 #: 28 bytes of a sub-buffer's 4080 (8-byte common fields, 16-byte payload,
 #: 4-byte event header). The floors are read as many times.
 DRAIN_READS = -(-READ_EVENTS * 28 // 4080)
+#: Rows of benchmark 5 for tracefs_fuse.decode: the drained pages decoded into
+#: Event Structs, and then also written as JSON Lines (what run --record does).
+DECODED = "decoded into Events (tracefs_fuse.decode), events"
+DECODED_JSON = "decoded and encoded as JSON Lines, events"
 
 
 class ServerCost(msgspec.Struct, frozen=True, kw_only=True):
@@ -286,16 +294,40 @@ class Suite:
                                  int(out["bytes"][0]) / seconds / 1e6)
                     self.rec.add(group, f"{what}, events", target, "events/s",
                                  READ_EVENTS / seconds)
+            self._decode_rates(group, rep)
         for what in ("trace (text)", drain):
             for unit in ("bytes", "events"):
                 row = f"{what}, {unit}"
                 self.rec.add_ratio(group, row, "tracefs-fuse ÷ kernel", (row, OURS),
                                    (row, kernel))
+        for row in (DECODED, DECODED_JSON):
+            self.rec.add_ratio(group, row, "decoded ÷ raw drain", (row, OURS),
+                               (f"{drain}, events", OURS))
         row = f"{drain}, bytes"
         self.rec.add_ratio(group, row, "libfuse floor ÷ kernel", (row, LIBFUSE_FLOOR),
                            (row, kernel))
         for floor in floors:
             self.rec.add_ratio(group, row, f"tracefs-fuse ÷ {floor}", (row, OURS), (row, floor))
+
+    def _decode_rates(self, group: str, rep: int) -> None:
+        """Our buffer filled again, drained in Python, its pages decoded (issue 14)."""
+        directory = self.ours.mountpoint
+        clear_trace(directory)
+        self.write_run(OURS, 1, FILL_TIMEOUT_S, count=READ_EVENTS, cpus={0})
+        pages = _drain_pages(directory / "per_cpu" / "cpu0" / "trace_pipe_raw")
+        fmt = parse_format((directory / "events/user_events/bench_write/format").read_text(),
+                           "user_events")
+        decoder = RecordDecoder({fmt.id: fmt}.get)
+        started = time.perf_counter()
+        records = [r for page in pages for r in decoder.decode_page(0, page)]
+        decoded = time.perf_counter()
+        encode_lines(records)
+        encoded = time.perf_counter()
+        events = sum(isinstance(r, Event) for r in records)
+        if events != READ_EVENTS:
+            raise RuntimeError(f"decoded {events} of {READ_EVENTS} events (rep {rep})")
+        self.rec.add(group, DECODED, OURS, "events/s", events / (decoded - started))
+        self.rec.add(group, DECODED_JSON, OURS, "events/s", events / (encoded - started))
 
     # -- 6 -----------------------------------------------------------------------------
 
@@ -323,3 +355,19 @@ def _syscalls_between_markers(trace: Path) -> int:
     if len(markers) != 2:
         raise RuntimeError(f"{trace}: expected 2 getppid() markers, found {len(markers)}")
     return markers[1] - markers[0] - 1
+
+
+def _drain_pages(path: Path) -> list[bytes]:
+    """Every sub-buffer ``trace_pipe_raw`` has now (read until EAGAIN)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    pages = []
+    try:
+        while True:
+            try:
+                pages.append(os.read(fd, 4096))
+            except OSError as exc:
+                if exc.errno != errno.EAGAIN:
+                    raise
+                return pages
+    finally:
+        os.close(fd)

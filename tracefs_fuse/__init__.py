@@ -4,6 +4,10 @@ Command line: ``tracefs-fuse`` (:mod:`tracefs_fuse.cli`). In-process: run
 :func:`serve` in a trio nursery to mount a tracefs and get the daemon, whose
 ``tracefs`` engine the synthetic-event API (:mod:`tracefs_fuse.synth`) drives.
 
+Events as data: :mod:`tracefs_fuse.decode` (trace records into msgspec
+Structs), :mod:`tracefs_fuse.eventheader`, and for tests
+:mod:`tracefs_fuse.testing` and the ``user_events`` pytest fixture.
+
 Importing this package is cheap and pure: :func:`serve` (which loads trio, the
 native FUSE bridge and pyfuse3, in that order) is imported on first use.
 """

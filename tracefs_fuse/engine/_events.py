@@ -145,6 +145,9 @@ class EventTable:
         self._order: list[TraceEvent] = []
         #: Called with every removed event (trace arrays drop their files).
         self.removal_listeners: list[Callable[[TraceEvent], None]] = []
+        #: Called with an event about to be removed, still findable by its id:
+        #: the last moment its records can be read with its format.
+        self.retiring_listeners: list[Callable[[TraceEvent], None]] = []
         # The ida: ids below the high-water mark that were freed, lowest first.
         self._freed_ids: list[int] = []
         self._next_id = FIRST_DYNAMIC_ID
@@ -166,6 +169,8 @@ class EventTable:
         self._order.insert(0, event)
 
     def remove(self, event: TraceEvent) -> None:
+        for listener in self.retiring_listeners:
+            listener(event)
         del self._by_id[event.id]
         if event.id >= FIRST_DYNAMIC_ID:
             heapq.heappush(self._freed_ids, event.id)
