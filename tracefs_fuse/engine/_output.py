@@ -491,14 +491,14 @@ class TraceFile(OpenFile):
         # Records are latin-1 text: as many characters as bytes.
         records, length = [first], len(first)
         while length < room:
-            record = self._peek()
+            record = next(self._records, None)
             if record is None:
                 break
             if length + len(record) >= self._buf_size:
-                break  # seq_file overflow: shown again by the next read
+                self._current = record  # seq_file overflow: shown again by the next read
+                break
             records.append(record)
             length += len(record)
-            self._current = None
         buf = "".join(records).encode("latin-1")
         self._pending = buf[room:]
         return buf[:room]
