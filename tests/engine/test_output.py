@@ -30,12 +30,12 @@ from tracefs_fuse.engine import _events, _ftrace_events
 from tracefs_fuse.engine import _uapi as uapi
 from tracefs_fuse.engine._clock import CounterClock, ManualClock, TraceClocks
 from tracefs_fuse.engine._errors import TracefsError, WouldBlock
-from tracefs_fuse.engine._memory import Tgid
-from tracefs_fuse.engine._print_fields import TRACE_SEQ_BUFFER_SIZE, TraceSeq
-from tracefs_fuse.engine._ringbuf import TraceRecord
 from tracefs_fuse.engine._field import Field
+from tracefs_fuse.engine._memory import Tgid
 from tracefs_fuse.engine._output import (OutputOptions, TraceOutput, lat_fmt, marker_symbols,
                                          print_time)
+from tracefs_fuse.engine._print_fields import TRACE_SEQ_BUFFER_SIZE, TraceSeq
+from tracefs_fuse.engine._ringbuf import TraceRecord
 from tracefs_fuse.engine._task import Task
 from tracefs_fuse.engine._tracefs import Tracefs
 from tracefs_fuse.engine._tree import OpenFile

@@ -180,14 +180,15 @@ def _layouts(draw: st.DrawFn) -> tuple[tuple[Field, ...], bytes]:
     end = max((f.offset + f.size for f in fields), default=TRACE_ENTRY.size)
     length = draw(st.integers(TRACE_ENTRY.size, end + 24))
     # Small loc words point inside the record more often than random ones.
-    body = draw(st.lists(st.sampled_from([0, 1, 3, 12, 16, 0x41, 0x7F, 0xA0, 0xFF]) | st.integers(0, 255),
-                         min_size=length - TRACE_ENTRY.size, max_size=length - TRACE_ENTRY.size))
+    byte = st.sampled_from([0, 1, 3, 12, 16, 0x41, 0x7F, 0xA0, 0xFF]) | st.integers(0, 255)
+    body = draw(st.lists(byte, min_size=length - TRACE_ENTRY.size,
+                         max_size=length - TRACE_ENTRY.size))
     return tuple(fields), TRACE_ENTRY.pack(1000, 0, 0, 1) + bytes(body)
 
 
 @given(_layouts())
-def test_the_compiled_printer_writes_what_the_pieces_write(layout: tuple[tuple[Field, ...],
-                                                                        bytes]) -> None:
+def test_the_compiled_printer_writes_what_the_pieces_write(
+        layout: tuple[tuple[Field, ...], bytes]) -> None:
     fields, data = layout
     seq = TraceSeq()
     print_event_fields(seq, "e%s", fields, data)
