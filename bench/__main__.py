@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="length of each write-throughput run (default 1)")
     parser.add_argument("--output", type=Path, default=None,
                         help="results JSON (default bench/results/<host>-<time>.json)")
+    parser.add_argument("--only", type=lambda text: set(text.split(",")), default=None,
+                        metavar="N[,N...]",
+                        help="run only these benchmarks, by number (default: all)")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("python -m bench: must run as root (FUSE mounts, a tracefs instance)",
@@ -77,7 +80,12 @@ def main(argv: list[str] | None = None) -> int:
                   lambda: fork_propagation(binaries, workdir, recorder, args.repeats)),
                  ("8. teardown of many enablers",
                   lambda: teardown(binaries, workdir, recorder)))
+        number = ""
         for title, step in steps:
+            # An indented step (the profile) belongs to the benchmark above it.
+            number = title.split(".", 1)[0] if title[0].isdigit() else number
+            if args.only is not None and number not in args.only:
+                continue
             print(f"[{time.monotonic() - start:5.0f} s] {title}", file=sys.stderr, flush=True)
             step()
 

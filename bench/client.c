@@ -44,9 +44,12 @@
  *       Register COUNT distinct events "bench_reg_<i> u32 value" from one
  *       process; prints one ns= line per ioctl and total_ns=, then "ready"
  *       and keeps them registered until stdin is closed.
- *   drain PATH         read 4096-byte pages with O_NONBLOCK until empty
+ *   drain PATH [READS] read 4096-byte pages with O_NONBLOCK until empty, or
+ *                      READS times (the floors, whose file never empties)
  *   cat PATH           read 64 KiB chunks until end of file
- *       Both print bytes=, lines= (newlines seen) and ns=.
+ *       Both print bytes=, lines= (newlines seen), reads= (read() calls that
+ *       returned data), ns= and cpu_ns= (the loop's user + system time: for
+ *       the kernel's files, the kernel's own work).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -456,14 +459,22 @@ static int cmd_register(char **argv)
 	return 0;
 }
 
-static int cmd_read(const char *path, int nonblock, size_t chunk)
+/* The process's user + system time, exact (not rusage's tick-based split). */
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmd_read(const char *path, int nonblock, size_t chunk, uint64_t max_reads)
 {
 	static char buf[65536];
 	int fd = open(path, O_RDONLY | (nonblock ? O_NONBLOCK : 0));
 	if (fd < 0)
 		die(path);
-	uint64_t bytes = 0, lines = 0, start = now_ns();
-	for (;;) {
+	uint64_t bytes = 0, lines = 0, reads = 0, cpu = cpu_ns(), start = now_ns();
+	while (!max_reads || reads < max_reads) {
 		ssize_t n = read(fd, buf, chunk);
 		if (n < 0 && errno == EAGAIN)
 			break;
@@ -471,13 +482,16 @@ static int cmd_read(const char *path, int nonblock, size_t chunk)
 			die("read");
 		if (n == 0)
 			break;
+		reads++;
 		bytes += (uint64_t)n;
 		for (const char *p = buf; (p = memchr(p, '\n', (size_t)(buf + n - p))); p++)
 			lines++;
 	}
 	uint64_t ns = now_ns() - start;
-	printf("bytes=%llu\nlines=%llu\nns=%llu\n", (unsigned long long)bytes,
-	       (unsigned long long)lines, (unsigned long long)ns);
+	cpu = cpu_ns() - cpu;
+	printf("bytes=%llu\nlines=%llu\nreads=%llu\nns=%llu\ncpu_ns=%llu\n",
+	       (unsigned long long)bytes, (unsigned long long)lines, (unsigned long long)reads,
+	       (unsigned long long)ns, (unsigned long long)cpu);
 	return 0;
 }
 
@@ -498,10 +512,10 @@ int main(int argc, char **argv)
 		cmd_hold(argv + 2);
 	if (!strcmp(mode, "probe") && argc == 3)
 		return cmd_probe(argv[2]);
-	if (!strcmp(mode, "drain") && argc == 3)
-		return cmd_read(argv[2], 1, 4096); /* trace_pipe_raw reads whole pages */
+	if (!strcmp(mode, "drain") && (argc == 3 || argc == 4)) /* trace_pipe_raw: whole pages */
+		return cmd_read(argv[2], 1, 4096, argc == 4 ? strtoull(argv[3], NULL, 10) : 0);
 	if (!strcmp(mode, "cat") && argc == 3)
-		return cmd_read(argv[2], 0, 65536);
+		return cmd_read(argv[2], 0, 65536, 0);
 	fprintf(stderr, "usage: see the comment at the top of bench/client.c\n");
 	return 2;
 }
