@@ -4,8 +4,8 @@ Small and generic on purpose (several authors add tests here):
 
 * ``scratch``: a world-traversable directory (pytest's own are 0700), so
   mounts and client binaries in it are reachable by unprivileged users;
-* ``hard_users``: a group and two ordinary users made with ``useradd`` for
-  the session, one in the group (``member``) and one not (``stranger``);
+* ``hard_users``: a group and two ordinary users (``tests/ordinary_user.py``)
+  for the session, one in the group (``member``) and one not (``stranger``);
 * ``gid_mount``: a mount with ``--gid`` of that group and ``--mode 750``
   (root may do everything, the group what tracefs' modes allow it, others
   nothing); ``open_mount``: a plain mount in ``scratch``;
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import grp
 import os
-import pwd
 import shutil
 import signal
 import subprocess
@@ -42,17 +41,11 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from ..integration.conftest import Mount, start_mount, stop_mount
+from ..ordinary_user import User, ordinary_user
 
 #: How long a client may take to do what a test asks of it: never reached
 #: unless something hangs (then the test fails instead of wedging CI).
 CLIENT_TIMEOUT_S = 30.0
-
-
-class User(msgspec.Struct, frozen=True):
-    name: str
-    uid: int
-    gid: int
-    groups: tuple[int, ...]
 
 
 class HardUsers(msgspec.Struct, frozen=True):
@@ -72,31 +65,20 @@ def scratch() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _user(name: str) -> User:
-    entry = pwd.getpwnam(name)
-    groups = tuple(os.getgrouplist(name, entry.pw_gid))
-    return User(name=name, uid=entry.pw_uid, gid=entry.pw_gid, groups=groups)
-
-
 @pytest.fixture(scope="session")
 def hard_users() -> Iterator[HardUsers]:
-    """``tfuse-hard-<pid>-0`` (the group), ``-1`` (a member), ``-2`` (not one).
+    """A group ``tfuse-hard-<pid>``, a user in it (``member``) and one not (``stranger``).
 
     Named after this session's pid: suites in other worktrees may run at the
     same time.
     """
-    base = f"tfuse-hard-{os.getpid()}"
-    group, member, stranger = f"{base}-0", f"{base}-1", f"{base}-2"
-    nologin = ["--no-create-home", "--no-user-group", "--shell", "/usr/sbin/nologin"]
+    group = f"tfuse-hard-{os.getpid()}"
+    subprocess.run(["groupadd", group], check=True)
     try:
-        subprocess.run(["groupadd", group], check=True)
-        subprocess.run(["useradd", *nologin, "--gid", group, member], check=True)
-        subprocess.run(["useradd", *nologin, stranger], check=True)
-        yield HardUsers(group=group, gid=grp.getgrnam(group).gr_gid,
-                        member=_user(member), stranger=_user(stranger))
+        with ordinary_user("hard", group=group) as member, ordinary_user("hard") as stranger:
+            yield HardUsers(group=group, gid=grp.getgrnam(group).gr_gid, member=member,
+                            stranger=stranger)
     finally:
-        for name in (member, stranger):
-            subprocess.run(["userdel", name], capture_output=True)
         subprocess.run(["groupdel", group], capture_output=True)
 
 

@@ -16,6 +16,9 @@ from typing import Iterator
 
 import pytest
 
+from ..ordinary_user import User
+from ..ordinary_user import ordinary_user as new_user
+
 
 class Mount:
     """A running daemon and its mountpoint."""
@@ -116,3 +119,10 @@ def tracefs(tmp_path: Path, mount_options: tuple[str, ...]) -> Iterator[Mount]:
         yield mount
     finally:
         stop_mount(mount)
+
+
+@pytest.fixture(scope="session")
+def ordinary_user() -> Iterator[User]:
+    """An ordinary user for the session (``tests/ordinary_user.py``), removed at its end."""
+    with new_user("it") as user:
+        yield user

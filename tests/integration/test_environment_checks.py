@@ -20,7 +20,7 @@ import pytest
 from tracefs_fuse.fuse import _mountinfo
 
 from .conftest import Mount, start_mount
-from .users import OrdinaryUser, ordinary_user  # noqa: F401  (a fixture)
+from ..ordinary_user import User
 
 pytestmark = pytest.mark.uses_fuse
 
@@ -82,7 +82,7 @@ def test_no_dev_fuse(tmp_path: Path) -> None:
                     "run") == NO_DEV_FUSE_SAID
 
 
-def test_dev_fuse_not_accessible(ordinary_user: OrdinaryUser) -> None:  # noqa: F811
+def test_dev_fuse_not_accessible(ordinary_user: User) -> None:
     said = (f"/dev/fuse (mode 0600) cannot be opened by uid {ordinary_user.uid}: give it its "
             f"usual mode 0666 (sudo chmod 0666 /dev/fuse), or use sudo")
     cli = ordinary_user.tracefs_fuse()

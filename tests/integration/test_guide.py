@@ -21,7 +21,7 @@ import pytest
 
 from tracefs_fuse.decode import Event, read_lines
 
-from .users import OrdinaryUser, ordinary_user  # noqa: F401  (fixture)
+from ..ordinary_user import User
 
 pytestmark = pytest.mark.uses_fuse
 
@@ -95,7 +95,7 @@ def test_guide_failure_message_shows_the_events(built: Path) -> None:
 
 
 def test_guide_test_passes_as_an_ordinary_user(built: Path,
-                                              ordinary_user: OrdinaryUser) -> None:  # noqa: F811
+                                              ordinary_user: User) -> None:
     """The plugin without sudo: ``tracefs-fuse run`` in a user namespace."""
     home = Path(tempfile.mkdtemp(prefix="tfuse-guide-"))
     try:

@@ -28,10 +28,9 @@ from typing import Iterator
 
 import pytest
 
-import tracefs_fuse
 
 from .. import client_suite
-from ..ordinary_user import device_modes, ordinary_user, reachable
+from ..ordinary_user import ordinary_user
 
 pytestmark = [pytest.mark.uses_fuse, pytest.mark.slow]
 
@@ -71,19 +70,14 @@ def outcomes(c_client) -> Iterator[dict[str, Outcome]]:  # type: ignore[no-untyp
         bindir.mkdir()
         for name in client_suite.CLIENTS:
             shutil.copy(c_client(name), bindir / name)
-        (scratch / "stash").mkdir()
         script = client_suite.script(client_suite.CLIENT_SECTIONS, str(bindir))
         command = [*RUN, "sh", "-c", script]
         user = stack.enter_context(ordinary_user("ns"))
-        stack.enter_context(device_modes({"/dev/fuse": 0o666}))
-        # The user needs our interpreter and this checkout, wherever CI put them.
-        view = reachable([sys.base_prefix, sys.prefix, str(Path(tracefs_fuse.__file__).parents[1]),
-                          str(scratch)], scratch / "stash")
         procs = {}
         for name, case in CASES.items():
             argv = [*case.unshare, *command]
             if case.as_user:
-                argv = [*view, *user.argv(argv)]
+                argv = user.argv(argv, fuse_mode=0o666)
             with open(scratch / f"{name}.out", "wb") as out, \
                     open(scratch / f"{name}.err", "wb") as err:
                 procs[name] = subprocess.Popen(argv, cwd=scratch, stdin=subprocess.DEVNULL,

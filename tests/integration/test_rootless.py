@@ -19,7 +19,7 @@ import pytest
 
 from tracefs_fuse.fuse import _mountinfo
 
-from .users import OrdinaryUser, ordinary_user  # noqa: F401  (a fixture)
+from ..ordinary_user import User, wait_for_no_processes
 
 pytestmark = pytest.mark.uses_fuse
 
@@ -27,7 +27,7 @@ TRACING = "/sys/kernel/tracing"
 
 
 @pytest.fixture
-def user_dir(ordinary_user: OrdinaryUser) -> Iterator[Path]:  # noqa: F811
+def user_dir(ordinary_user: User) -> Iterator[Path]:
     """A directory of the user's own (pytest's tmp_path is root's, mode 0700)."""
     path = Path(tempfile.mkdtemp(prefix="tfuse-cli-"))
     os.chown(path, ordinary_user.uid, ordinary_user.gid)
@@ -48,13 +48,13 @@ def client(c_client, user_dir: Path):  # type: ignore[no-untyped-def]
     return copy
 
 
-def run_as_user(user: OrdinaryUser, *argv: str) -> tuple[int, str, str]:
+def run_as_user(user: User, *argv: str) -> tuple[int, str, str]:
     result = user.run([*user.tracefs_fuse(), "run", "--", *argv])
     return result.returncode, result.stdout, result.stderr
 
 
 def test_run_without_sudo_makes_the_command_root(
-        ordinary_user: OrdinaryUser, user_dir: Path) -> None:  # noqa: F811
+        ordinary_user: User, user_dir: Path) -> None:
     rc, out, err = run_as_user(
         ordinary_user, "sh", "-c",
         f"id -u; cat {TRACING}/user_events_status; touch {user_dir}/made-inside; "
@@ -72,7 +72,7 @@ def test_run_without_sudo_makes_the_command_root(
 
 
 def test_run_without_sudo_serves_the_mainline_flow(
-        ordinary_user: OrdinaryUser, client) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+        ordinary_user: User, client) -> None:  # type: ignore[no-untyped-def]
     flow = client("ue_flow")
     rc, out, err = run_as_user(ordinary_user, flow, TRACING)
     assert rc == 0, out + err
@@ -85,7 +85,7 @@ def test_run_without_sudo_serves_the_mainline_flow(
 
 
 def test_run_without_sudo_registers_from_threads_and_children(
-        ordinary_user: OrdinaryUser, client) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+        ordinary_user: User, client) -> None:  # type: ignore[no-untyped-def]
     procs = client("ue_procs")
     rc, out, err = run_as_user(ordinary_user, "sh", "-c",
                                f"{procs} {TRACING} thread && {procs} {TRACING} many 20 && "
@@ -96,7 +96,7 @@ def test_run_without_sudo_registers_from_threads_and_children(
 
 
 def test_run_without_sudo_forked_children_inherit_enablers(
-        ordinary_user: OrdinaryUser, client) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+        ordinary_user: User, client) -> None:  # type: ignore[no-untyped-def]
     # Needs fork/exec/exit without the process connector (issue 10 part 1):
     # in a user namespace the connector cannot be joined.
     rc, out, err = run_as_user(ordinary_user, client("ue_procs"), TRACING, "fork")
@@ -107,7 +107,7 @@ def test_run_without_sudo_forked_children_inherit_enablers(
 
 
 def test_mount_without_sudo_goes_through_fusermount3(
-        ordinary_user: OrdinaryUser, user_dir: Path) -> None:  # noqa: F811
+        ordinary_user: User, user_dir: Path) -> None:
     mnt = user_dir / "tracing"
     mnt.mkdir()
     os.chown(mnt, ordinary_user.uid, ordinary_user.gid)
@@ -127,7 +127,7 @@ def test_mount_without_sudo_goes_through_fusermount3(
     assert lines[1] == f"{ordinary_user.uid} 700"  # the files are the user's
     assert lines[2:5] == ["", "Active: 0", "Busy: 0"]
     assert lines[5] == "0"
-    assert ordinary_user.processes(timeout=10) == []  # the daemon exited
+    assert wait_for_no_processes(ordinary_user, 10) == []  # the daemon exited
     assert result.stderr == (
         f"tracefs-fuse mount: note: only your own processes (uid {ordinary_user.uid}) may "
         f"use this mount, not even root's: other users need user_allow_other in "
