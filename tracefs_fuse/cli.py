@@ -52,7 +52,8 @@ PROG = "tracefs-fuse"
 TRACING = "/sys/kernel/tracing"
 
 _FIELDS = {f.name: f for f in msgspec.structs.fields(MountConfig)}
-_FIELD_TYPES = {f.name: f.type for f in msgspec.inspect.type_info(MountConfig).fields}
+_FIELD_TYPES = {f.name: f.type for f in typing.cast(
+    msgspec.inspect.StructType, msgspec.inspect.type_info(MountConfig)).fields}
 
 
 # -- option values, checked against MountConfig's own bounds ----------------------------------
@@ -131,7 +132,7 @@ class _OptionWords(argparse.Action):
         if action.choices is not None and converted not in action.choices:
             choices = ", ".join(map(str, action.choices))
             raise argparse.ArgumentError(self, f"{word}: choose from {choices}")
-        action(parser, namespace, converted, "-o")
+        action(parser, namespace, typing.cast(str, converted), "-o")
 
 
 def _add_filesystem_options(parser: argparse.ArgumentParser, *,
@@ -202,7 +203,8 @@ def _config(args: argparse.Namespace, mountpoint: str, *, owner: tuple[int, int]
     try:
         return msgspec.convert({k.replace("_", "-"): v for k, v in fields.items()}, MountConfig)
     except msgspec.ValidationError as exc:  # the option types check first; a bug if it fires
-        args.parser.error(str(exc))
+        parser: argparse.ArgumentParser = args.parser
+        parser.error(str(exc))
 
 
 def _problem(command: str, exc: BaseException) -> int:

@@ -416,7 +416,7 @@ def start(command: Command, *, events: Sequence[str] = DEFAULT_EVENTS,
             new temporary directory).
     """
     owned = workdir is None
-    directory = Path(tempfile.mkdtemp(prefix="tracefs-fuse-") if owned else workdir)
+    directory = Path(tempfile.mkdtemp(prefix="tracefs-fuse-") if workdir is None else workdir)
     return Running(command, events=events, options=options, env=env, cwd=cwd,
                    workdir=directory, owned=owned)
 

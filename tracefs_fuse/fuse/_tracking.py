@@ -60,7 +60,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 import msgspec
@@ -69,7 +69,7 @@ import trio
 from ..engine._memory import Tgid
 from ..engine._user_events import UserEventRegistry
 from ._memory import ClientMemory, Image, StatFacts, read_stat
-from ._proc_events import EventsLost, ExecEvent, ExitWatcher, ForkEvent, ProcConnector
+from ._proc_events import EventsLost, ExecEvent, ExitWatcher, ForkEvent, ProcConnector, ProcEvent
 from ._proc_scan import ProcScan
 
 log = logging.getLogger(__name__)
@@ -280,7 +280,7 @@ class ProcessTracker:
         finally:
             self._draining = False
 
-    def process_events(self, events: list[object]) -> None:
+    def process_events(self, events: Sequence[ProcEvent]) -> None:
         """Apply process connector events, in order."""
         for event in events:
             if isinstance(event, ForkEvent):
