@@ -36,11 +36,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
+
+#include "_native/receiver.h"
 
 #define BRIDGE_EXPORT __attribute__((visibility("default")))
 
@@ -121,6 +124,14 @@ static struct fuse_lowlevel_ops bridged_ops;
 static struct fuse_session *hooked_se;
 static unsigned long generation;   /* bumped by fuse_session_destroy */
 static int custom_io_installed, custom_io_error;
+/* /dev/fuse, where replies go; libfuse's session fd is the receiver's
+ * eventfd until unmount (see fuse_session_mount). */
+static int wire_fd = -1;
+
+/* libfuse 3.14's se->bufsize (FUSE_MAX_MAX_PAGES pages plus
+ * FUSE_BUFFER_HEADER_SIZE): the buffer io_read fills, so no request we
+ * queue may be larger. */
+#define SESSION_BUFSIZE (256 * 4096 + 0x1000)
 static PyObject *cb_ioctl, *cb_read, *cb_write, *cb_interrupted;
 static PyObject *log_error_fn;     /* logging.getLogger(...).error */
 static struct {
@@ -651,16 +662,28 @@ static void note_request(const void *buf, size_t len)
     pthread_mutex_unlock(&io_lock);
 }
 
+/* libfuse's session loop reads here (pyfuse3, trio thread, GIL held): the
+ * receiver thread has read the request from /dev/fuse and queued it.  `fd`
+ * is the eventfd pyfuse3 waited on.  -1 with EINTR makes pyfuse3 wait again
+ * (a drain, or a wakeup that raced with a take); ENODEV ends the session. */
 static ssize_t io_read(int fd, void *buf, size_t buf_len, void *userdata)
 {
+    (void)fd;
     (void)userdata;
-    ssize_t n = read(fd, buf, buf_len);
-    if (n >= (ssize_t)sizeof(struct fuse_in_header)) {
-        int saved = errno;
-        note_request(buf, (size_t)n);
-        errno = saved;
+    size_t n;
+    switch (rx_take(buf, buf_len, &n)) {
+    case RX_REQUEST:
+        note_request(buf, n);
+        return (ssize_t)n;
+    case RX_END:
+        errno = (int)n;
+        return -1;
+    case RX_DRAIN:
+    case RX_EMPTY:
+        break;
     }
-    return n;
+    errno = EINTR;
+    return -1;
 }
 
 /* Caller holds io_lock.  Returns 1 and removes it if `unique` is a pending
@@ -721,9 +744,12 @@ static void patch_reply(unsigned char *msg, size_t len, int is_init)
     }
 }
 
+/* Replies and notifications, from any thread.  `fd` is libfuse's session fd
+ * (our eventfd); they go to /dev/fuse. */
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
     (void)userdata;
+    fd = __atomic_load_n(&wire_fd, __ATOMIC_ACQUIRE);
     /* libfuse always puts the out header alone in iov[0] (fuse_send_msg). */
     const struct fuse_out_header *out = iov[0].iov_base;
     if (out->unique == 0)  /* notification: nothing to patch, no lock */
@@ -819,13 +845,58 @@ BRIDGE_EXPORT int fuse_session_mount(struct fuse_session *se,
     int res = real(se, mountpoint);
     if (res != 0 || se != hooked_se)
         return res;
-    /* Same fd; libfuse keeps se->mountpoint, so unmount is unchanged.  A
-     * failure leaves the mount working without the io patches; _session's
-     * check reports it rather than failing the mount here. */
-    int rc = fuse_session_custom_io(se, &bridge_io, fuse_session_fd(se));
+    /* The receiver thread takes /dev/fuse; libfuse (and pyfuse3, which
+     * caches fuse_session_fd() after this returns) get an eventfd that is
+     * readable while the receiver has queued requests.  A failure leaves the
+     * mount served the plain way; _session's check reports it rather than
+     * failing the mount here. */
+    int dev_fd = fuse_session_fd(se);
+    int event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    int rc = event_fd < 0 ? -errno
+                          : fuse_session_custom_io(se, &bridge_io, event_fd);
+    if (rc == 0) {
+        __atomic_store_n(&wire_fd, dev_fd, __ATOMIC_RELEASE);
+        rc = rx_start(dev_fd, event_fd, SESSION_BUFSIZE, NULL);
+        if (rc < 0 && dup2(dev_fd, event_fd) == event_fd) {
+            /* No receiver: the mount must not be served (nobody would answer
+             * the daemon's own faults).  libfuse gets the device back under
+             * its session fd, so serve()'s check can unmount cleanly. */
+            __atomic_store_n(&wire_fd, event_fd, __ATOMIC_RELEASE);
+            close(dev_fd);
+        }
+    } else if (event_fd >= 0) {
+        close(event_fd);
+    }
     custom_io_installed = rc == 0;
     custom_io_error = rc < 0 ? -rc : 0;
     return 0;
+}
+
+/* Stops the receiver and gives libfuse /dev/fuse back under its session fd
+ * number (dup2 over the eventfd), so that its unmount and destroy see the
+ * device: fuse_kern_unmount polls it for POLLERR (connection already gone:
+ * nothing to unmount) and closes it before umount2, which must not wait on
+ * a daemon that is not reading. */
+static void stop_receiver(struct fuse_session *se)
+{
+    int dev_fd = rx_stop();
+    if (dev_fd < 0)
+        return;
+    int se_fd = fuse_session_fd(se);
+    if (se_fd >= 0 && se_fd != dev_fd && dup2(dev_fd, se_fd) == se_fd) {
+        __atomic_store_n(&wire_fd, se_fd, __ATOMIC_RELEASE);
+        close(dev_fd);
+    }
+}
+
+BRIDGE_EXPORT void fuse_session_unmount(struct fuse_session *se)
+{
+    static void (*real)(struct fuse_session *);
+    if (!real && !(real = real_symbol("fuse_session_unmount")))
+        return;
+    if (se == hooked_se)
+        stop_receiver(se);
+    real(se);
 }
 
 BRIDGE_EXPORT void fuse_session_destroy(struct fuse_session *se)
@@ -834,10 +905,12 @@ BRIDGE_EXPORT void fuse_session_destroy(struct fuse_session *se)
     if (!real && !(real = real_symbol("fuse_session_destroy")))
         return;
     if (se == hooked_se) {
+        stop_receiver(se);  /* destroy without unmount */
         /* Outstanding Requests now reply into the void instead of into a
          * freed session. */
         generation++;
         hooked_se = NULL;
+        __atomic_store_n(&wire_fd, -1, __ATOMIC_RELEASE);
     }
     real(se);
 }
@@ -895,6 +968,17 @@ static PyObject *bridge_set_open_flags(PyObject *mod, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* Sets d[key] = value and drops the reference; 0, or -1 with an exception. */
+static int put(PyObject *d, const char *key, PyObject *value)
+{
+    int rc = value ? PyDict_SetItemString(d, key, value) : -1;
+    Py_XDECREF(value);
+    return rc;
+}
+
+#define PUT_BOOL(d, k, v) put(d, k, PyBool_FromLong(v))
+#define PUT_INT(d, k, v) put(d, k, PyLong_FromUnsignedLongLong(v))
+
 static PyObject *bridge_status(PyObject *mod, PyObject *noargs)
 {
     (void)mod;
@@ -902,37 +986,48 @@ static PyObject *bridge_status(PyObject *mod, PyObject *noargs)
     pthread_mutex_lock(&io_lock);
     __typeof__(io) snap = io;
     pthread_mutex_unlock(&io_lock);
-    return Py_BuildValue(
-        "{s:N,s:N,s:N,s:i,s:N,s:I,s:I,s:I,s:I,s:N,s:N,s:I,s:I,s:I,"
-        "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
-        "installed", PyBool_FromLong(cb_ioctl != NULL),
-        "session_hooked", PyBool_FromLong(hooked_se != NULL),
-        "custom_io", PyBool_FromLong(custom_io_installed),
-        "custom_io_error", custom_io_error,
-        "init_seen", PyBool_FromLong(snap.init_seen),
-        "kernel_major", snap.kernel_major,
-        "kernel_minor", snap.kernel_minor,
-        "kernel_flags", snap.kernel_flags,
-        "kernel_flags2", snap.kernel_flags2,
-        "allow_mmap_offered",
-        PyBool_FromLong((snap.kernel_flags & FUSE_INIT_EXT) &&
-                        (snap.kernel_flags2 &
-                         INIT_FLAGS2_DIRECT_IO_ALLOW_MMAP)),
-        "allow_mmap_granted", PyBool_FromLong(snap.allow_mmap_granted),
-        "reply_minor", snap.reply_minor,
-        "reply_flags", snap.reply_flags,
-        "reply_flags2", snap.reply_flags2,
-        "requests", snap.requests,
-        "interrupts_received", snap.interrupts_received,
-        "open_fixups", snap.open_fixups,
-        "ioctls", stats.ioctls,
-        "reads", stats.reads,
-        "writes", stats.writes,
-        "interrupts", stats.interrupts,
-        "orphaned", stats.orphaned,
-        "handler_errors", stats.handler_errors,
-        "dropped_replies", stats.dropped_replies,
-        "stale_replies", stats.stale_replies);
+    struct rx_stats rxs;
+    rx_get_stats(&rxs);
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    if (PUT_BOOL(d, "installed", cb_ioctl != NULL) ||
+        PUT_BOOL(d, "session_hooked", hooked_se != NULL) ||
+        PUT_BOOL(d, "custom_io", custom_io_installed) ||
+        PUT_INT(d, "custom_io_error", custom_io_error) ||
+        PUT_BOOL(d, "receiver", rx_running()) ||
+        PUT_BOOL(d, "init_seen", snap.init_seen) ||
+        PUT_INT(d, "kernel_major", snap.kernel_major) ||
+        PUT_INT(d, "kernel_minor", snap.kernel_minor) ||
+        PUT_INT(d, "kernel_flags", snap.kernel_flags) ||
+        PUT_INT(d, "kernel_flags2", snap.kernel_flags2) ||
+        PUT_BOOL(d, "allow_mmap_offered",
+                 (snap.kernel_flags & FUSE_INIT_EXT) &&
+                     (snap.kernel_flags2 & INIT_FLAGS2_DIRECT_IO_ALLOW_MMAP)) ||
+        PUT_BOOL(d, "allow_mmap_granted", snap.allow_mmap_granted) ||
+        PUT_INT(d, "reply_minor", snap.reply_minor) ||
+        PUT_INT(d, "reply_flags", snap.reply_flags) ||
+        PUT_INT(d, "reply_flags2", snap.reply_flags2) ||
+        PUT_INT(d, "requests", snap.requests) ||
+        PUT_INT(d, "interrupts_received", snap.interrupts_received) ||
+        PUT_INT(d, "open_fixups", snap.open_fixups) ||
+        PUT_INT(d, "ioctls", stats.ioctls) ||
+        PUT_INT(d, "reads", stats.reads) ||
+        PUT_INT(d, "writes", stats.writes) ||
+        PUT_INT(d, "interrupts", stats.interrupts) ||
+        PUT_INT(d, "orphaned", stats.orphaned) ||
+        PUT_INT(d, "handler_errors", stats.handler_errors) ||
+        PUT_INT(d, "dropped_replies", stats.dropped_replies) ||
+        PUT_INT(d, "stale_replies", stats.stale_replies) ||
+        PUT_INT(d, "received", rxs.received) ||
+        PUT_INT(d, "queued", rxs.queued) ||
+        PUT_INT(d, "queue_peak", rxs.queue_peak) ||
+        PUT_INT(d, "served_natively", rxs.native) ||
+        PUT_INT(d, "own_fills_refused", rxs.own_fills_refused)) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
 }
 
 static PyMethodDef bridge_methods[] = {

@@ -139,6 +139,8 @@ class BridgeStatus(msgspec.Struct, frozen=True, kw_only=True):
     session_hooked: bool
     custom_io: bool
     custom_io_error: int
+    #: The receiver thread reads /dev/fuse (until the connection ends).
+    receiver: bool
     init_seen: bool
     kernel_major: int
     kernel_minor: int
@@ -160,6 +162,14 @@ class BridgeStatus(msgspec.Struct, frozen=True, kw_only=True):
     handler_errors: int
     dropped_replies: int
     stale_replies: int
+    #: Requests the receiver read, queued for pyfuse3, and the most queued.
+    received: int
+    queued: int
+    queue_peak: int
+    #: Requests the receiver answered itself (the native fast path).
+    served_natively: int
+    #: Page-cache fills caused by the daemon's own threads, answered EIO.
+    own_fills_refused: int
 
 
 class BridgeInactiveError(RuntimeError):
