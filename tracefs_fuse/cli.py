@@ -41,6 +41,8 @@ def _mount_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--user-events-max", type=int, default=32768)
     parser.add_argument("--buffer-size-kb", type=int, default=1410)
     parser.add_argument("--debug", action="store_true", help="log every request")
+    parser.add_argument("--no-fast-path", dest="fast_path", action="store_false",
+                        help="serve every write with the engine (no native fast path)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _config(args: argparse.Namespace, mountpoint: str) -> MountConfig:
     fields = {k.replace("_", "-"): getattr(args, k)
               for k in ("abi", "uid", "gid", "mode", "nr_cpus", "user_events_max",
-                        "buffer_size_kb", "debug")}
+                        "buffer_size_kb", "debug", "fast_path")}
     fields["mountpoint"] = mountpoint
     try:
         return msgspec.convert(fields, MountConfig)

@@ -32,6 +32,7 @@ class MountConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         user_events_max: the ``kernel.user_events_max`` sysctl.
         buffer_size_kb: initial ring buffer size per CPU.
         debug: log every request.
+        fast_path: answer enabled-event writes natively (docs/performance.md).
     """
 
     mountpoint: str
@@ -43,6 +44,8 @@ class MountConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     user_events_max: Annotated[int, msgspec.Meta(ge=0)] = 32768
     buffer_size_kb: Annotated[int, msgspec.Meta(ge=1)] = 1410
     debug: bool = False
+    #: Enabled-event writes answered natively (``--no-fast-path``: by the engine).
+    fast_path: bool = True
 
 
 _decoder = msgspec.json.Decoder(MountConfig)

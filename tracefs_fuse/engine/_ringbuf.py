@@ -314,8 +314,15 @@ class CpuBuffer:
 
     # -- writing ------------------------------------------------------------------
 
-    def write(self, record: bytes) -> bool:
+    def write(self, record: bytes | memoryview, stamp: int | None = None) -> bool:
         """Reserve, fill and commit one event (``ring_buffer_write``).
+
+        Args:
+            record: the event body.
+            stamp: the time stamp the writer took when it wrote (a record
+                the native fast path staged: see :meth:`RingBuffer.take_in`);
+                None reads the clock now, and again after a page move, as
+                ``rb_reserve_next_event`` does.
 
         Returns:
             False if the record is larger than ``max_data_size`` or the ring
@@ -327,7 +334,7 @@ class CpuBuffer:
         length = _EVENT_LENGTHS[n] if n < _SMALL_RECORDS else rb_calculate_event_length(n)
         page = self.tail_page
         w = page.commit
-        ts = self.read_clock()
+        ts = self.read_clock() if stamp is None else stamp
         if w:
             # __rb_reserve_next(): the first event on a page uses the page's
             # time stamp (delta 0); others need a TIME_EXTEND if the delta
@@ -344,7 +351,8 @@ class CpuBuffer:
             page = self.tail_page
             w = delta = 0
             total = length
-            ts = self.read_clock()
+            if stamp is None:
+                ts = self.read_clock()
         data = page.view
         off = BUF_PAGE_HDR_SIZE + w
         if total != length:
@@ -1104,6 +1112,20 @@ class RingBuffer:
         if not self._record_on:
             return False
         return self.cpus[cpu].write(record)
+
+    def take_in(self, cpu: int, record: memoryview, stamp: int) -> bool:
+        """Record an entry the native fast path staged, with the time stamp it took.
+
+        The fast path answered the write while recording was on (it checks
+        the same state the engine published to it), so the record is kept
+        even if ``tracing_on`` went to 0 since: a write that raced with the
+        switch, as in the kernel. Copies the record once, from the staging
+        memory into the page.
+
+        Returns:
+            As :meth:`write`.
+        """
+        return self.cpus[cpu].write(record, stamp)
 
     def reset(self, cpu: int | None = None) -> None:
         """Clear one CPU (``tracing_reset_cpu``) or all (``tracing_reset_online_cpus``).

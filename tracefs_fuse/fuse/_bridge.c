@@ -43,7 +43,11 @@
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 
+#include "_native/fastpath.h"
 #include "_native/receiver.h"
+
+/* fs/fuse/fuse_i.h: what a connection gets without FUSE_MAX_PAGES. */
+#define FUSE_DEFAULT_MAX_PAGES_PER_REQ 32
 
 #define BRIDGE_EXPORT __attribute__((visibility("default")))
 
@@ -110,6 +114,9 @@ static struct {
     struct fh_flags *fh_flags;      /* set_open_flags() entries, one-shot */
     size_t n_fh, cap_fh;
     unsigned long long requests, interrupts_received, open_fixups;
+    /* What INIT settled: bytes and pages (after the kernel's clamp to
+     * fs.fuse.max_pages_limit, which set_limits() told us) per request. */
+    uint32_t max_write, max_pages, max_pages_limit;
 } io;
 
 /* The request being dispatched: io_read records its header, and libfuse
@@ -133,6 +140,8 @@ static int wire_fd = -1;
  * queue may be larger. */
 #define SESSION_BUFSIZE (256 * 4096 + 0x1000)
 static PyObject *cb_ioctl, *cb_read, *cb_write, *cb_interrupted;
+static PyObject *cb_drain;          /* set_drain(): takes staged records in */
+static unsigned long long fast_drains;
 static PyObject *log_error_fn;     /* logging.getLogger(...).error */
 static struct {
     unsigned long long ioctls, reads, writes, interrupts, orphaned,
@@ -658,8 +667,40 @@ static void note_request(const void *buf, size_t len)
             io.open_uniques[io.n_opens++] = in->unique;
     } else if (in->opcode == FUSE_INTERRUPT) {
         io.interrupts_received++;
+    } else if (in->opcode == FUSE_POLL &&
+               len >= sizeof(*in) + sizeof(struct fuse_poll_in) &&
+               (((const struct fuse_poll_in *)(in + 1))->flags &
+                FUSE_POLL_SCHEDULE_NOTIFY)) {
+        /* A poller may arm: staged records must reach the engine (and wake
+         * it) as they come, until the next publish says nobody waits. */
+        fp_set_wake(1);
     }
     pthread_mutex_unlock(&io_lock);
+}
+
+/* Hands the staged records to the Python drain callback (trio thread, GIL
+ * held: io_read runs inside pyfuse3's loop).  An exception is a bug: logged,
+ * and the records are dropped rather than offered again for ever. */
+static void drain(void)
+{
+    if (!cb_drain) {
+        const unsigned char *data;
+        size_t len;
+        for (fp_staged(&data, &len); len; fp_staged(&data, &len))
+            fp_consumed(len);
+        return;
+    }
+    fast_drains++;
+    PyObject *res = PyObject_CallNoArgs(cb_drain);
+    if (!res) {
+        stats.handler_errors++;
+        log_handler_exception("drain", 0);
+        const unsigned char *data;
+        size_t len;
+        for (fp_staged(&data, &len); len; fp_staged(&data, &len))
+            fp_consumed(len);
+    }
+    Py_XDECREF(res);
 }
 
 /* libfuse's session loop reads here (pyfuse3, trio thread, GIL held): the
@@ -673,12 +714,18 @@ static ssize_t io_read(int fd, void *buf, size_t buf_len, void *userdata)
     size_t n;
     switch (rx_take(buf, buf_len, &n)) {
     case RX_REQUEST:
+        /* Records the fast path staged before this request came are the
+         * engine's before the request is. */
+        if (fp_pending())
+            drain();
         note_request(buf, n);
         return (ssize_t)n;
     case RX_END:
         errno = (int)n;
         return -1;
     case RX_DRAIN:
+        drain();
+        break;
     case RX_EMPTY:
         break;
     }
@@ -731,9 +778,22 @@ static void patch_reply(unsigned char *msg, size_t len, int is_init)
             arg->flags2 |= INIT_FLAGS2_DIRECT_IO_ALLOW_MMAP;
             io.allow_mmap_granted = 1;
         }
+        if (arg->flags & FUSE_MAX_PAGES) {
+            /* As many pages per request as the kernel allows (it takes the
+             * smaller of this and fs.fuse.max_pages_limit), so that a
+             * writev of many iovecs stays one request where it can; the
+             * bytes stay within max_write, which our buffers hold. */
+            arg->max_pages = UINT16_MAX;
+        }
         io.reply_minor = arg->minor;
         io.reply_flags = arg->flags;
         io.reply_flags2 = arg->flags2;
+        io.max_write = arg->max_write;
+        io.max_pages = (arg->flags & FUSE_MAX_PAGES)
+                           ? (io.max_pages_limit < arg->max_pages
+                                  ? io.max_pages_limit : arg->max_pages)
+                           : FUSE_DEFAULT_MAX_PAGES_PER_REQ;
+        fp_set_limits(io.max_write, io.max_pages);
     } else if (len >= sizeof(*out) + sizeof(struct fuse_open_out)) {
         struct fuse_open_out *arg = (void *)(msg + sizeof(*out));
         uint32_t extra = take_fh_flags(arg->fh);
@@ -803,7 +863,9 @@ static void reset_session_state(void)
     pthread_mutex_lock(&io_lock);
     free(io.open_uniques);
     free(io.fh_flags);
+    uint32_t limit = io.max_pages_limit;
     memset(&io, 0, sizeof(io));
+    io.max_pages_limit = limit;
     pthread_mutex_unlock(&io_lock);
     custom_io_installed = custom_io_error = 0;
     memset(&stats, 0, sizeof(stats));
@@ -856,7 +918,7 @@ BRIDGE_EXPORT int fuse_session_mount(struct fuse_session *se,
                           : fuse_session_custom_io(se, &bridge_io, event_fd);
     if (rc == 0) {
         __atomic_store_n(&wire_fd, dev_fd, __ATOMIC_RELEASE);
-        rc = rx_start(dev_fd, event_fd, SESSION_BUFSIZE, NULL);
+        rc = rx_start(dev_fd, event_fd, SESSION_BUFSIZE, fp_handle);
         if (rc < 0 && dup2(dev_fd, event_fd) == event_fd) {
             /* No receiver: the mount must not be served (nobody would answer
              * the daemon's own faults).  libfuse gets the device back under
@@ -941,6 +1003,166 @@ static PyObject *bridge_install(PyObject *mod, PyObject *handler)
     Py_RETURN_NONE;
 }
 
+/* --- The fast path's table (fuse/_fast_path.py) ------------------------------ */
+
+static PyObject *bridge_fast_configure(PyObject *mod, PyObject *args,
+                                       PyObject *kwargs)
+{
+    (void)mod;
+    static char *kwlist[] = {"nr_cpus", "staging_bytes", "debug",
+                             "max_pages_limit", NULL};
+    unsigned int nr_cpus, max_pages_limit;
+    Py_ssize_t staging;
+    int debug;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$InpI:fast_configure",
+                                     kwlist, &nr_cpus, &staging, &debug,
+                                     &max_pages_limit))
+        return NULL;
+    if (staging < 0) {
+        PyErr_SetString(PyExc_ValueError, "staging_bytes < 0");
+        return NULL;
+    }
+    pthread_mutex_lock(&io_lock);
+    io.max_pages_limit = max_pages_limit;
+    pthread_mutex_unlock(&io_lock);
+    int rc = fp_configure(nr_cpus, (size_t)staging, debug);
+    if (rc < 0)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_array(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    unsigned int index, max_entry;
+    int tracing_on, clock;
+    unsigned long long divisor;
+    Py_buffer mask;
+    if (!PyArg_ParseTuple(args, "IpIy*iK:fast_array", &index, &tracing_on,
+                          &max_entry, &mask, &clock, &divisor))
+        return NULL;
+    if (index >= FP_MAX_ARRAYS) {
+        PyBuffer_Release(&mask);
+        PyErr_Format(PyExc_ValueError, "array index %u", index);
+        return NULL;
+    }
+    fp_set_array(index, tracing_on, max_entry, mask.buf, (size_t)mask.len,
+                 (clockid_t)clock, divisor);
+    PyBuffer_Release(&mask);
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_event(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    unsigned int id, recorders, min_size;
+    int enabled;
+    Py_buffer val;
+    if (!PyArg_ParseTuple(args, "IpIIy*:fast_event", &id, &enabled,
+                          &recorders, &min_size, &val))
+        return NULL;
+    int rc = -EINVAL;
+    if (id <= UINT16_MAX && recorders <= UINT8_MAX && val.len % 8 == 0)
+        rc = fp_set_event((uint16_t)id, enabled, (uint8_t)recorders, min_size,
+                          val.buf, (size_t)val.len / 8);
+    PyBuffer_Release(&val);
+    if (rc == -ENOMEM)
+        return PyErr_NoMemory();
+    if (rc < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad fast_event arguments");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_slots(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    unsigned long long fh;
+    unsigned int start;
+    Py_buffer ids;
+    if (!PyArg_ParseTuple(args, "KIy*:fast_slots", &fh, &start, &ids))
+        return NULL;
+    int rc = ids.len % 2 ? -EINVAL
+                         : fp_set_slots(fh, start, ids.buf, (size_t)ids.len / 2);
+    PyBuffer_Release(&ids);
+    if (rc == -ENOMEM)
+        return PyErr_NoMemory();
+    if (rc < 0) {
+        PyErr_SetString(PyExc_ValueError, "ids must be u16s");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_drop_file(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    unsigned long long fh = PyLong_AsUnsignedLongLong(arg);
+    if (fh == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    fp_drop_file(fh);
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_task(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    int tid, tgid;
+    unsigned int cpu;
+    unsigned long long ttl;
+    Py_buffer comm;
+    if (!PyArg_ParseTuple(args, "iiIy*K:fast_task", &tid, &tgid, &cpu, &comm,
+                          &ttl))
+        return NULL;
+    fp_set_task(tid, tgid, cpu, comm.buf, (size_t)comm.len, ttl);
+    PyBuffer_Release(&comm);
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_wake(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    int wake = PyObject_IsTrue(arg);
+    if (wake < 0)
+        return NULL;
+    fp_set_wake(wake);
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_staged(PyObject *mod, PyObject *noargs)
+{
+    (void)mod;
+    (void)noargs;
+    const unsigned char *data;
+    size_t len;
+    fp_staged(&data, &len);
+    if (!len)
+        Py_RETURN_NONE;
+    return PyMemoryView_FromMemory((char *)data, (Py_ssize_t)len, PyBUF_READ);
+}
+
+static PyObject *bridge_fast_consumed(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    size_t len = PyLong_AsSize_t(arg);
+    if (len == (size_t)-1 && PyErr_Occurred())
+        return NULL;
+    fp_consumed(len);
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_set_drain(PyObject *mod, PyObject *cb)
+{
+    (void)mod;
+    if (cb != Py_None && !PyCallable_Check(cb)) {
+        PyErr_SetString(PyExc_TypeError, "drain must be callable or None");
+        return NULL;
+    }
+    Py_XSETREF(cb_drain, cb == Py_None ? NULL : Py_NewRef(cb));
+    Py_RETURN_NONE;
+}
+
 static PyObject *bridge_set_open_flags(PyObject *mod, PyObject *args)
 {
     (void)mod;
@@ -988,9 +1210,21 @@ static PyObject *bridge_status(PyObject *mod, PyObject *noargs)
     pthread_mutex_unlock(&io_lock);
     struct rx_stats rxs;
     rx_get_stats(&rxs);
-    PyObject *d = PyDict_New();
-    if (!d)
+    struct fp_stats fps;
+    fp_get_stats(&fps);
+    PyObject *declined = PyDict_New();
+    if (!declined)
         return NULL;
+    for (int i = 1; i < FP_NR_REASONS; i++)
+        if (PUT_INT(declined, fp_reason(i), fps.declined[i])) {
+            Py_DECREF(declined);
+            return NULL;
+        }
+    PyObject *d = PyDict_New();
+    if (!d) {
+        Py_DECREF(declined);
+        return NULL;
+    }
     if (PUT_BOOL(d, "installed", cb_ioctl != NULL) ||
         PUT_BOOL(d, "session_hooked", hooked_se != NULL) ||
         PUT_BOOL(d, "custom_io", custom_io_installed) ||
@@ -1023,7 +1257,13 @@ static PyObject *bridge_status(PyObject *mod, PyObject *noargs)
         PUT_INT(d, "queued", rxs.queued) ||
         PUT_INT(d, "queue_peak", rxs.queue_peak) ||
         PUT_INT(d, "served_natively", rxs.native) ||
-        PUT_INT(d, "own_fills_refused", rxs.own_fills_refused)) {
+        PUT_INT(d, "own_fills_refused", rxs.own_fills_refused) ||
+        PUT_INT(d, "max_write", snap.max_write) ||
+        PUT_INT(d, "max_pages", snap.max_pages) ||
+        PUT_INT(d, "fast_served", fps.served) ||
+        PUT_INT(d, "fast_staged", fps.staged) ||
+        PUT_INT(d, "fast_drains", fast_drains) ||
+        put(d, "fast_declined", declined)) {
         Py_DECREF(d);
         return NULL;
     }
@@ -1037,6 +1277,28 @@ static PyMethodDef bridge_methods[] = {
     {"set_open_flags", bridge_set_open_flags, METH_VARARGS,
      "set_open_flags(fh, flags): OR FOPEN_* `flags` into the next OPEN reply "
      "carrying `fh`; 0 cancels."},
+    {"fast_configure", (PyCFunction)(void (*)(void))bridge_fast_configure,
+     METH_VARARGS | METH_KEYWORDS,
+     "fast_configure(*, nr_cpus, staging_bytes, debug, max_pages_limit): "
+     "set up the fast path (staging_bytes 0: off)."},
+    {"fast_array", bridge_fast_array, METH_VARARGS,
+     "fast_array(index, tracing_on, max_entry, cpumask, clockid, divisor)"},
+    {"fast_event", bridge_fast_event, METH_VARARGS,
+     "fast_event(id, enabled, recorders, min_size, validators)"},
+    {"fast_slots", bridge_fast_slots, METH_VARARGS,
+     "fast_slots(fh, start, ids): event ids (u16) of write indices"},
+    {"fast_drop_file", bridge_fast_drop_file, METH_O, "fast_drop_file(fh)"},
+    {"fast_task", bridge_fast_task, METH_VARARGS,
+     "fast_task(tid, tgid, cpu, comm, ttl_ns)"},
+    {"fast_wake", bridge_fast_wake, METH_O,
+     "fast_wake(bool): drain after every staged record"},
+    {"fast_staged", bridge_fast_staged, METH_NOARGS,
+     "fast_staged() -> memoryview | None: the oldest staged records"},
+    {"fast_consumed", bridge_fast_consumed, METH_O,
+     "fast_consumed(n): n bytes of fast_staged() were taken in"},
+    {"set_drain", bridge_set_drain, METH_O,
+     "set_drain(callable | None): called (trio thread) to take staged "
+     "records in"},
     {"status", bridge_status, METH_NOARGS,
      "status() -> dict: hooks in place, INIT negotiation, counters."},
     {NULL, NULL, 0, NULL},

@@ -22,17 +22,15 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import time
-from typing import Callable
 
 import msgspec
 import trio
 
 from ..config import MountConfig
-from ..engine._clock import TraceClocks
 from ..engine._memory import Tgid
 from ..engine._task import Task
 from ..engine._tracefs import Tracefs
+from ._fast_path import NativeWrites, host_clocks
 from ._memory import VmProcessMemory
 from ._mmap import MappingTracker, mount_device
 from ._operations import TracefsOperations
@@ -75,19 +73,6 @@ def possible_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def host_clocks() -> TraceClocks:
-    """The trace clocks, from the host's clocks (``local`` is sched_clock's stand-in)."""
-
-    def clock(clock_id: int) -> Callable[[], int]:
-        return lambda: time.clock_gettime_ns(clock_id)
-
-    mono = clock(time.CLOCK_MONOTONIC)
-    return TraceClocks(local=mono, global_=mono, perf=mono, mono=mono,
-                       mono_raw=clock(time.CLOCK_MONOTONIC_RAW),
-                       boot=clock(time.CLOCK_BOOTTIME), tai=clock(time.CLOCK_TAI),
-                       x86_tsc=time.perf_counter_ns, uptime_ns=clock(time.CLOCK_BOOTTIME))
-
-
 def marker_ip() -> int:
     """The host's address of ``tracing_mark_write`` (0 if kallsyms hides it)."""
     try:
@@ -119,6 +104,7 @@ class Daemon:
         self._generation = self.engine.generation
         self._writers: dict[int, tuple[TaskFacts, Task]] = {}
         self.pages = PagePusher()
+        self.native = NativeWrites(self.engine, enabled=config.fast_path, debug=config.debug)
         self._connector: ProcConnector | None = None
         self._connector_ready = trio.Event()
         self._connector_error: OSError | None = None
@@ -298,7 +284,8 @@ class Daemon:
                 self.handler = RequestHandler(
                     self.ops, nursery, self.mappings, writer_task=self.writer_task,
                     control_task=self.control_task, caller_task=self.caller_task,
-                    changed=self.publish)
+                    changed=self.publish, native=self.native)
+                self.native.start(self.publish)
                 nursery.start_soon(self.pages.run)
                 nursery.start_soon(self.follow_processes)
                 nursery.start_soon(self.follow_exits)
@@ -309,6 +296,7 @@ class Daemon:
                 log.info("serving %s: %s", self.config.mountpoint, status)
                 task_status.started(self)
         finally:
+            self.native.stop()
             if self._connector is not None:
                 self._connector.close()
             self.exits.close()

@@ -36,7 +36,9 @@ from ..engine._buffer_files import RawPipeFile
 from ..engine._errors import TracefsError, WouldBlock
 from ..engine._task import Task
 from ..engine._tree import FileKind, OpenFile
+from ..engine._user_events_files import UserEventsDataFile
 from ._errno import errno_of
+from ._fast_path import NativeWrites
 from ._mmap import MappingTracker
 from ._operations import TracefsOperations
 from ._session import Request
@@ -58,7 +60,7 @@ class RequestHandler:
     def __init__(self, ops: TracefsOperations, nursery: trio.Nursery, mappings: MappingTracker,
                  *, writer_task: Callable[[int], Task], control_task: Callable[[int], Task],
                  caller_task: Callable[[int], Task],
-                 changed: Callable[[], trio.Event | None]) -> None:
+                 changed: Callable[[], trio.Event | None], native: NativeWrites) -> None:
         self.ops = ops
         self.nursery = nursery
         self.mappings = mappings
@@ -69,6 +71,8 @@ class RequestHandler:
         #: ... for ioctls (also tracks the caller, whose memory may be written).
         self.caller_task = caller_task
         self.changed = changed
+        #: The native fast path: its table is republished before each reply.
+        self.native = native
         self._waiters: set[_Waiter] = set()
         self._scopes: dict[int, trio.CancelScope] = {}  # unique -> blocked read
         self._interrupted_early: set[int] = set()
@@ -112,6 +116,7 @@ class RequestHandler:
                 # Interrupted before we could watch: interrupted() won't come.
                 req.reply_err(errno.EINTR)
                 return
+            self.native.publish(wake=True)  # staged records must reach us now
             self.nursery.start_soon(self._blocked_read, req, fh, file, offset, size)
             return
         except Exception as exc:
@@ -171,7 +176,15 @@ class RequestHandler:
                 return
             if self.ops.files.path(fh)[-1] in _RESIZERS:
                 self.mappings.sweep()  # a resize is EBUSY only while really mapped
-            task = (self.writer_task if file.kind is FileKind.STREAM else self.control_task)(req.pid)
+            if isinstance(file, UserEventsDataFile):
+                task = self.writer_task(req.pid)
+                # What the fast path declined comes here; what we read about
+                # the writer serves its next writes there.
+                self.native.remember(task)
+                self.native.file_used(fh, file)
+                log.debug("write fh %d: %d bytes by %d: engine", fh, len(data), req.pid)
+            else:
+                task = self.control_task(req.pid)
             count = file.write(data, offset, task)
         except Exception as exc:
             self._reply_after_publish(req.reply_err, errno_of(exc, "write"))
@@ -191,6 +204,8 @@ class RequestHandler:
             # only they track it (an open() of any file sends TCGETS here too).
             task = (self.caller_task if file.kind is FileKind.STREAM
                     else self.control_task)(req.pid)
+            if isinstance(file, UserEventsDataFile):
+                self.native.file_used(fh, file)  # a registration adds indices
             result = file.ioctl(cmd, arg, task)
         except Exception as exc:
             self._reply_after_publish(req.reply_err, errno_of(exc, "ioctl"))
@@ -203,7 +218,9 @@ class RequestHandler:
 
     def _reply_after_publish(self, reply: Callable[[int], None], value: int) -> None:
         """Reply once what the request changed is visible in clients' mappings,
-        as in the kernel (pages are stored by a worker thread; see _pagepush)."""
+        as in the kernel (pages are stored by a worker thread; see _pagepush),
+        and once the fast path's table says what the engine now would."""
+        self.native.publish(wake=bool(self._waiters or self.ops.poll_handles))
         stored = self.changed()
         if stored is None:
             reply(value)

@@ -62,6 +62,7 @@ __all__ = [
     "BridgeStatus",
     "Request",
     "bridge_status",
+    "native",
     "pyfuse3",
     "serve",
     "set_open_flags",
@@ -71,6 +72,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Request = _bridge.Request
+#: The native fast path's table and staging ring (used by fuse/_fast_path.py).
+native = _bridge
 set_open_flags = _bridge.set_open_flags
 FOPEN_STREAM: int = _bridge.FOPEN_STREAM
 FOPEN_NOFLUSH: int = _bridge.FOPEN_NOFLUSH
@@ -170,6 +173,15 @@ class BridgeStatus(msgspec.Struct, frozen=True, kw_only=True):
     served_natively: int
     #: Page-cache fills caused by the daemon's own threads, answered EIO.
     own_fills_refused: int
+    #: What FUSE_INIT settled: bytes and pages per request.
+    max_write: int
+    max_pages: int
+    #: Writes the fast path answered, records it staged, intakes by the
+    #: engine, and writes it left to the engine, by reason.
+    fast_served: int
+    fast_staged: int
+    fast_drains: int
+    fast_declined: dict[str, int]
 
 
 class BridgeInactiveError(RuntimeError):
