@@ -51,13 +51,20 @@ from ._user_events import UserEvent, UserEventsFile
 #         __u8  array;         /* the trace array's index, STAGED_WRAP: none */
 #         __u8  __pad;
 #         __u64 ts;            /* the array's clock when the write came */
-#         __s32 tgid;          /* the writer's facts, for saved_cmdlines */
-#         __u32 len;           /* bytes of entry[] */
+#         __u64 previous;      /* ts of the event staged before it on this CPU */
+#         __s32 pid;           /* the writer's facts, for saved_cmdlines */
+#         __s32 tgid;
+#         __u32 len;           /* bytes of the entry (at the end of encoded[]) */
+#         __u32 copy_len;      /* bytes of encoded[] */
+#         __u32 event_len;     /* bytes the event takes in a page */
+#         __u32 __pad2;
 #         char  comm[16];
-#         __u8  entry[];       /* struct trace_entry, then the payload */
+#         __u8  encoded[];     /* TIME_EXTEND?, event header, struct trace_entry,
+#                                 payload: CpuBuffer.write's layout after an
+#                                 event stamped `previous` */
 # };
-STAGED_RECORD = struct.Struct("<IHBxQiI16s")
-assert STAGED_RECORD.size == 40
+STAGED_RECORD = struct.Struct("<IHBxQQiiIII4x16s")
+assert STAGED_RECORD.size == 64
 #: ``array`` of the padding that fills the end of the staging ring.
 STAGED_WRAP = 0xFF
 #: Trace arrays the fast path can tell apart (an 8-bit mask per event).
@@ -161,20 +168,36 @@ class FastPath:
         header = STAGED_RECORD.size
         end = len(staged)
         off = taken = 0
+        writer: tuple[int, int, int, int, bytes] | None = None
+        saved: set[tuple[int, int, int, int, bytes]] = set()
+        recorded = [0] * len(arrays)
         while off < end:
-            size, cpu, array, ts, tgid, length, comm = unpack(staged, off)
+            (size, cpu, array, ts, previous, pid, tgid, length, copy_len, event_len,
+             comm) = unpack(staged, off)
             if array != STAGED_WRAP:
-                entry = staged[off + header:off + header + length]
-                pid = int.from_bytes(entry[4:8], "little", signed=True)
-                key = (pid, tgid, cpu, comm)
-                task = tasks.get(key)
-                if task is None:
-                    if len(tasks) >= _TASK_CACHE:
-                        tasks.clear()
-                    task = tasks[key] = Task(
-                        pid=pid, tgid=Tgid(tgid), cpu=cpu,
-                        comm=comm.rstrip(b"\0").decode("latin-1"))
-                arrays[array].take_in(entry, task, ts)
+                tr = arrays[array]
+                if writer != (array, pid, tgid, cpu, comm) and (
+                        (writer := (array, pid, tgid, cpu, comm)) not in saved):
+                    # What record() remembers of a writer (saved_cmdlines,
+                    # tgids) changes only with the writer: a writer's first
+                    # record in an intake leaves the state all its records
+                    # would (as long as fewer writers than saved_cmdlines
+                    # slots write between two intakes).
+                    saved.add(writer)
+                    key = (pid, tgid, cpu, comm)
+                    task = tasks.get(key)
+                    if task is None:
+                        if len(tasks) >= _TASK_CACHE:
+                            tasks.clear()
+                        task = tasks[key] = Task(
+                            pid=pid, tgid=Tgid(tgid), cpu=cpu,
+                            comm=comm.rstrip(b"\0").decode("latin-1"))
+                    tr.save_task(task)
+                if tr.buffer.take_in(cpu, staged, off + header, copy_len, length, ts,
+                                     previous, event_len):
+                    recorded[array] += 1
                 taken += 1
             off += size
+        for tr, count in zip(arrays, recorded):
+            tr.generation += count
         return taken

@@ -372,6 +372,44 @@ class CpuBuffer:
         self.write_stamp = ts
         return True
 
+    def take_in(self, staged: memoryview, at: int, copy_len: int, length: int, stamp: int,
+                previous: int, event_length: int) -> bool:
+        """Record an event the native fast path staged and encoded.
+
+        The fast path encodes each event as :meth:`write` would right after
+        the event it staged before on this CPU (``previous`` is that one's
+        time stamp): ``time_delta`` from it, a TIME_EXTEND when the delta does
+        not fit. That encoding is this buffer's own only while the buffer's
+        last event is that one (``write_stamp == previous``) and the event
+        continues a page it fits in; otherwise the record is written afresh.
+
+        Args:
+            staged: memory holding the encoding at ``at``: TIME_EXTEND (if
+                any), event header and record, ``copy_len`` bytes, as
+                :meth:`write` would lay them down; the record (what
+                :meth:`write` takes, ``length`` bytes) ends it.
+            stamp: the record's time stamp.
+            previous: the time stamp the encoding's delta is relative to.
+            event_length: the bytes the event takes, TIME_EXTEND included.
+
+        Returns:
+            As :meth:`write`.
+        """
+        page = self.tail_page
+        w = page.commit
+        end = at + copy_len
+        if not w or w + event_length > self.bsize or self.write_stamp != previous:
+            return self.write(staged[end - length:end], stamp)
+        off = BUF_PAGE_HDR_SIZE + w
+        page.view[off:off + copy_len] = staged[at:end]
+        page.commit = w + event_length
+        page.entries += 1
+        page.dirty = True
+        self.entries += 1
+        self.entries_bytes += event_length
+        self.write_stamp = stamp
+        return True
+
     def _move_tail(self, tail: int, length: int) -> bool:
         """``rb_move_tail``: pad the full tail page and move to the next one.
 
@@ -1113,19 +1151,18 @@ class RingBuffer:
             return False
         return self.cpus[cpu].write(record)
 
-    def take_in(self, cpu: int, record: memoryview, stamp: int) -> bool:
-        """Record an entry the native fast path staged, with the time stamp it took.
+    def take_in(self, cpu: int, staged: memoryview, at: int, copy_len: int, length: int,
+                stamp: int, previous: int, event_length: int) -> bool:
+        """Record an entry the native fast path staged (see :meth:`CpuBuffer.take_in`).
 
         The fast path answered the write while recording was on (it checks
         the same state the engine published to it), so the record is kept
         even if ``tracing_on`` went to 0 since: a write that raced with the
-        switch, as in the kernel. Copies the record once, from the staging
+        switch, as in the kernel. Copies the event once, from the staging
         memory into the page.
-
-        Returns:
-            As :meth:`write`.
         """
-        return self.cpus[cpu].write(record, stamp)
+        return self.cpus[cpu].take_in(staged, at, copy_len, length, stamp, previous,
+                                      event_length)
 
     def reset(self, cpu: int | None = None) -> None:
         """Clear one CPU (``tracing_reset_cpu``) or all (``tracing_reset_online_cpus``).

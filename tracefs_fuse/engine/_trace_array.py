@@ -34,7 +34,8 @@ class TraceBuffer(Protocol):
     def write(self, cpu: int, record: bytes) -> bool:
         ...
 
-    def take_in(self, cpu: int, record: memoryview, stamp: int) -> bool:
+    def take_in(self, cpu: int, staged: memoryview, at: int, copy_len: int, length: int,
+                stamp: int, previous: int, event_length: int) -> bool:
         ...
 
     def reset(self, cpu: int | None = None) -> None:
@@ -136,17 +137,12 @@ class TraceArray:
                 and (cpu is None or bool(self.cpumask >> cpu & 1)))
 
     def record(self, entry: bytes, task: Task) -> None:
-        self._save_task(task)
+        self.save_task(task)
         if self.buffer.write(task.cpu, entry):
             self.generation += 1
 
-    def take_in(self, entry: memoryview, task: Task, stamp: int) -> None:
-        """:meth:`record` for an entry the native fast path staged at ``stamp``."""
-        self._save_task(task)
-        if self.buffer.take_in(task.cpu, entry, stamp):
-            self.generation += 1
-
-    def _save_task(self, task: Task) -> None:
+    def save_task(self, task: Task) -> None:
+        """What :meth:`record` remembers of a writer (``saved_cmdlines``, tgids)."""
         if self._nr_enabled and self.options["record-cmd"]:
             self.cmdlines.save_comm(task)
         if self.options["record-tgid"]:

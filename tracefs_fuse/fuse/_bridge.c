@@ -1263,6 +1263,7 @@ static PyObject *bridge_status(PyObject *mod, PyObject *noargs)
         PUT_INT(d, "fast_served", fps.served) ||
         PUT_INT(d, "fast_staged", fps.staged) ||
         PUT_INT(d, "fast_drains", fast_drains) ||
+        PUT_INT(d, "fast_task_refreshes", fps.task_refreshes) ||
         put(d, "fast_declined", declined)) {
         Py_DECREF(d);
         return NULL;

@@ -50,7 +50,7 @@ from ._session import native
 log = logging.getLogger(__name__)
 
 #: How long the writer facts the engine's path read serve the fast path.
-TASK_TTL_NS = 10_000_000
+TASK_TTL_NS = 2_000_000
 #: The staging ring: records wait here until the engine takes them in
 #: (drained at half). 256 KiB is some 4,000 small records.
 STAGING_BYTES = 256 * 1024

@@ -181,6 +181,8 @@ class BridgeStatus(msgspec.Struct, frozen=True, kw_only=True):
     fast_served: int
     fast_staged: int
     fast_drains: int
+    #: Writer CPU/comm re-read natively (every TASK_TTL_NS per thread).
+    fast_task_refreshes: int
     fast_declined: dict[str, int]
 
 

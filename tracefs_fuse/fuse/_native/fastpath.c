@@ -40,7 +40,9 @@
 #include "fastpath.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -59,12 +61,17 @@ struct staged_record {
     uint8_t array;
     uint8_t pad;
     uint64_t ts;
+    uint64_t previous;
+    int32_t pid;
     int32_t tgid;
     uint32_t len;
+    uint32_t copy_len;
+    uint32_t event_len;
+    uint32_t pad2;
     char comm[16];
-    unsigned char entry[];
+    unsigned char encoded[];
 };
-_Static_assert(sizeof(struct staged_record) == 40, "staged_record");
+_Static_assert(sizeof(struct staged_record) == 64, "staged_record");
 #define STAGED_WRAP 0xFF
 
 /* struct trace_entry { unsigned short type; unsigned char flags;
@@ -77,6 +84,62 @@ struct trace_entry {
     int32_t pid;
 };
 _Static_assert(sizeof(struct trace_entry) == 8, "trace_entry");
+
+/* kernel/trace/ring_buffer.c, as engine/_page.py encodes it (x86_64:
+ * RB_ALIGNMENT 4, no forced 8-byte alignment). */
+#define RB_ALIGNMENT 4
+#define RB_EVNT_HDR_SIZE 4
+#define RB_MAX_SMALL_DATA (RB_ALIGNMENT * 28)
+#define RB_LEN_TIME_EXTEND 8
+#define RINGBUF_TYPE_TIME_EXTEND 30
+#define TS_SHIFT 27
+#define TS_MASK ((1ULL << TS_SHIFT) - 1)
+#define TS_EXTEND_MAX (1ULL << 59)
+
+/* rb_calculate_event_length(): the bytes an event with an n-byte body
+ * takes (header, array[0] for long ones, 4-aligned, never 12). */
+static uint32_t event_length(uint32_t n)
+{
+    if (!n)
+        n = 1;
+    if (n > RB_MAX_SMALL_DATA)
+        n += 4;
+    n = (n + RB_EVNT_HDR_SIZE + RB_ALIGNMENT - 1) & ~(uint32_t)(RB_ALIGNMENT - 1);
+    if (n == RB_LEN_TIME_EXTEND + RB_ALIGNMENT)
+        n += RB_ALIGNMENT;
+    return n;
+}
+
+/* What CpuBuffer.write lays down for an n-byte entry written `delta` after
+ * the buffer's last event: a TIME_EXTEND if the delta does not fit 27 bits
+ * (rb_add_timestamp zeroes it beyond 59 bits or when negative), then the
+ * event header (rb_update_event), then the entry.  Returns the header bytes
+ * written before the entry; *ext_len gets the TIME_EXTEND's. */
+static size_t encode_event(unsigned char *out, uint32_t n, uint64_t delta,
+                           uint32_t *ext_len)
+{
+    size_t at = 0;
+    *ext_len = 0;
+    if (delta & ~TS_MASK) {
+        uint64_t d = delta <= TS_EXTEND_MAX ? delta : 0;  /* u64: negative is huge */
+        uint32_t w[2] = {RINGBUF_TYPE_TIME_EXTEND | (uint32_t)((d & TS_MASK) << 5),
+                         (uint32_t)(d >> TS_SHIFT)};
+        memcpy(out, w, sizeof(w));
+        at = *ext_len = RB_LEN_TIME_EXTEND;
+        delta = 0;
+    }
+    uint32_t body = event_length(n) - RB_EVNT_HDR_SIZE;
+    if (body > RB_MAX_SMALL_DATA) {
+        uint32_t w[2] = {(uint32_t)(delta << 5), body};
+        memcpy(out + at, w, sizeof(w));
+        at += 8;
+    } else {
+        uint32_t w = (body >> 2) | (uint32_t)(delta << 5);
+        memcpy(out + at, &w, sizeof(w));
+        at += 4;
+    }
+    return at;
+}
 
 struct fp_validator {
     uint32_t offset;
@@ -129,8 +192,11 @@ static struct {
     struct fp_task tasks[TASK_SLOTS];
     unsigned char *ring;
     size_t ring_size;
+    /* Per array, per CPU: the time stamp of the last event staged. */
+    uint64_t *last_ts[FP_MAX_ARRAYS];
     uint64_t head, tail;  /* byte counters; atomics */
     int wake;
+    uint64_t task_ttl;
     struct fp_stats stats;
 } fp = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -158,6 +224,15 @@ int fp_configure(unsigned nr_cpus, size_t staging_bytes, int debug)
     if (staging_bytes && !(ring = calloc(1, staging_bytes))) {
         pthread_mutex_unlock(&fp.lock);
         return -ENOMEM;
+    }
+    for (unsigned a = 0; a < FP_MAX_ARRAYS; a++) {
+        free(fp.last_ts[a]);
+        fp.last_ts[a] = ring ? calloc(nr_cpus ? nr_cpus : 1, sizeof(uint64_t))
+                             : NULL;
+        if (ring && !fp.last_ts[a]) {
+            free(ring);
+            ring = NULL;
+        }
     }
     free(fp.ring);
     fp.ring = ring;
@@ -310,7 +385,48 @@ void fp_set_task(pid_t tid, int32_t tgid, unsigned cpu, const char *comm,
     memset(slot->comm, 0, sizeof(slot->comm));
     memcpy(slot->comm, comm, comm_len < 15 ? comm_len : 15);
     slot->expires = now + ttl_ns;
+    fp.task_ttl = ttl_ns;
     pthread_mutex_unlock(&fp.lock);
+}
+
+/* Re-reads a known writer's CPU and comm from
+ * /proc/<tgid>/task/<tid>/stat, as _tasks.py reads stat: ``processor``
+ * (field 39) is task_cpu(), the CPU it wrote from while it sleeps in our
+ * request; comm is what lies between the first '(' and the last ')'.  The
+ * path names the thread group, so a tid that died (and was perhaps reused
+ * elsewhere) fails to open and goes back to the engine.  Caller holds
+ * fp.lock.  0, or -1 if the entry is stale. */
+static int refresh_task(struct fp_task *t)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", t->tgid, t->tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
+    if (!open_paren || !close_paren || close_paren < open_paren)
+        return -1;
+    /* Fields from 3 (state) on, after ") ". */
+    char *p = close_paren + 2;
+    for (int field = 3; field < 39 && p; field++) {
+        p = strchr(p, ' ');
+        if (p)
+            p++;
+    }
+    if (!p || p >= buf + n)
+        return -1;
+    size_t comm_len = (size_t)(close_paren - open_paren - 1);
+    memset(t->comm, 0, sizeof(t->comm));
+    memcpy(t->comm, open_paren + 1, comm_len < 15 ? comm_len : 15);
+    t->cpu = (uint16_t)(strtoul(p, NULL, 10) % fp.nr_cpus);
+    t->expires = now_ns() + fp.task_ttl;
+    fp.stats.task_refreshes++;
+    return 0;
 }
 
 void fp_set_wake(int wake)
@@ -438,15 +554,13 @@ static enum fp_decline decide(const struct fuse_in_header *in,
         return FP_DISABLED;
     if (arg->size - 4 < ev->min_size)
         return FP_MIN_SIZE;
-    const struct fp_task *t = NULL;
-    uint64_t now = now_ns();
-    for (size_t i = 0; i < TASK_PROBE && !t; i++) {
-        const struct fp_task *c = &fp.tasks[(task_hash(in->pid) + i) %
-                                            TASK_SLOTS];
-        if (c->tid == (pid_t)in->pid && in->pid && c->expires > now)
+    struct fp_task *t = NULL;
+    for (size_t i = 0; i < TASK_PROBE && !t && in->pid; i++) {
+        struct fp_task *c = &fp.tasks[(task_hash(in->pid) + i) % TASK_SLOTS];
+        if (c->tid == (pid_t)in->pid)
             t = c;
     }
-    if (!t)
+    if (!t || (t->expires <= now_ns() && refresh_task(t) < 0))
         return FP_TASK;
     size_t entry_len = sizeof(struct trace_entry) + arg->size - 4;
     uint8_t recording = 0;
@@ -460,34 +574,43 @@ static enum fp_decline decide(const struct fuse_in_header *in,
     }
     if (!recording)
         return FP_SERVED;  /* enabled, recorded nowhere: the full count */
-    size_t need = (sizeof(struct staged_record) + entry_len + 7) & ~(size_t)7;
+    /* The largest encoding: TIME_EXTEND and a long event's two words. */
+    size_t need = (sizeof(struct staged_record) + 16 + entry_len + 7) &
+                  ~(size_t)7;
     uint64_t head = __atomic_load_n(&fp.head, __ATOMIC_RELAXED);
-    int first = 1;
+    const unsigned char *first_entry = NULL;
     for (unsigned a = 0; a < FP_MAX_ARRAYS; a++) {
         if (!(recording >> a & 1))
             continue;
         struct staged_record *r = reserve(need, &head);
         if (!r)
             return FP_FULL;  /* nothing published: head not stored */
-        struct trace_entry *e = (void *)r->entry;
-        e->type = (uint16_t)(f->ids[index]);
-        e->flags = e->preempt_count = 0;
-        e->pid = (int32_t)in->pid;
-        memcpy(r->entry + sizeof(*e), data + 4, arg->size - 4);
-        if (first && ev->nval) {
-            int valid = validate(ev, r->entry, entry_len);
-            if (valid)
-                return FP_INVALID;  /* the engine answers (or decides) */
-        }
-        first = 0;
+        uint64_t ts = read_clock(&fp.arrays[a]);
+        uint64_t *last = &fp.last_ts[a][t->cpu];
+        uint32_t ext;
+        size_t at = encode_event(r->encoded, (uint32_t)entry_len, ts - *last,
+                                 &ext);
+        unsigned char *entry = r->encoded + at;
+        struct trace_entry e = {.type = f->ids[index], .pid = (int32_t)in->pid};
+        memcpy(entry, &e, sizeof(e));
+        memcpy(entry + sizeof(e), data + 4, arg->size - 4);
+        if (!first_entry && ev->nval && validate(ev, entry, entry_len))
+            return FP_INVALID;  /* the engine answers (or decides) */
+        first_entry = entry;
         r->size = (uint32_t)need;
         r->cpu = t->cpu;
         r->array = (uint8_t)a;
         r->pad = 0;
-        r->ts = read_clock(&fp.arrays[a]);
+        r->ts = ts;
+        r->previous = *last;
+        r->pid = (int32_t)in->pid;
         r->tgid = t->tgid;
         r->len = (uint32_t)entry_len;
+        r->copy_len = (uint32_t)(at + entry_len);
+        r->event_len = ext + event_length((uint32_t)entry_len);
+        r->pad2 = 0;
         memcpy(r->comm, t->comm, sizeof(r->comm));
+        *last = ts;
     }
     __atomic_store_n(&fp.head, head, __ATOMIC_RELEASE);
     fp.stats.staged++;

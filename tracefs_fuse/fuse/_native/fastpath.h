@@ -29,7 +29,7 @@ enum fp_decline {
 };
 
 struct fp_stats {
-    unsigned long long served, staged, declined[FP_NR_REASONS], drains;
+    unsigned long long served, staged, declined[FP_NR_REASONS], task_refreshes;
 };
 
 /* Sets up (or, with staging_bytes 0, switches off) the fast path. */
