@@ -236,3 +236,38 @@ def test_fast_path_time_stamps_fall_within_the_write(tracefs: Mount, c_client: C
         assert before <= event.ts <= following
     served = tracefs.log_text().count("served natively")
     assert served == 0 if "--no-fast-path" in mount_options else served > 2000
+
+
+def _records(mount: Mount, nr_cpus: int) -> list[bytes]:
+    data = []
+    for cpu in range(nr_cpus):
+        fd = os.open(mount / f"per_cpu/cpu{cpu}/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            while True:
+                try:
+                    page = os.read(fd, 4096)
+                except BlockingIOError:
+                    break
+                data += [e.data for e in decode_page(page).events]
+        finally:
+            os.close(fd)
+    return data
+
+
+def test_fast_path_disable_is_seen_by_every_later_write(tracefs: Mount,
+                                                        c_client: CClient) -> None:
+    """Writers race ``write(enable, "0")``: none that starts after it returned
+    succeeds, and no such write leaves a record."""
+    result = subprocess.run([str(c_client("fast_disable")), str(tracefs), "2", "20"],
+                            capture_output=True, text=True, timeout=120, check=True)
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines()
+                 if not line.startswith("window"))
+    windows = [tuple(map(int, line.split()[1:])) for line in result.stdout.splitlines()
+               if line.startswith("window")]
+    assert lines["late"] == "0"
+    assert int(lines["ebadf"]) > 0 and int(lines["writes"]) > int(lines["ebadf"])
+    nr_cpus = len([d for d in os.listdir(tracefs / "per_cpu") if d.startswith("cpu")])
+    started = [struct.unpack_from("<Q", r, ENTRY_HEADER)[0] for r in _records(tracefs, nr_cpus)]
+    assert len(started) == int(lines["writes"]) - int(lines["ebadf"])  # nothing lost
+    for start, end in windows:
+        assert not [s for s in started if start < s < end]
