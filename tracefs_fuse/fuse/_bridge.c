@@ -36,7 +36,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -1163,6 +1165,24 @@ static PyObject *bridge_set_drain(PyObject *mod, PyObject *cb)
     Py_RETURN_NONE;
 }
 
+/* perfmon_capable() of another thread: CAP_PERFMON or CAP_SYS_ADMIN in its
+ * effective set, by capget(2) (one system call; /proc/<tid>/status costs an
+ * open, a formatted read and a close).  False if the thread is gone. */
+static PyObject *bridge_perfmon_capable(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    long tid = PyLong_AsLong(arg);
+    if (tid == -1 && PyErr_Occurred())
+        return NULL;
+    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3,
+                                           .pid = (int)tid};
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+    if (syscall(SYS_capget, &hdr, data) != 0)
+        Py_RETURN_FALSE;
+    uint64_t eff = (uint64_t)data[1].effective << 32 | data[0].effective;
+    return PyBool_FromLong((eff >> CAP_PERFMON & 1) || (eff >> CAP_SYS_ADMIN & 1));
+}
+
 static PyObject *bridge_set_open_flags(PyObject *mod, PyObject *args)
 {
     (void)mod;
@@ -1300,6 +1320,8 @@ static PyMethodDef bridge_methods[] = {
     {"set_drain", bridge_set_drain, METH_O,
      "set_drain(callable | None): called (trio thread) to take staged "
      "records in"},
+    {"perfmon_capable", bridge_perfmon_capable, METH_O,
+     "perfmon_capable(tid) -> bool: CAP_PERFMON or CAP_SYS_ADMIN effective"},
     {"status", bridge_status, METH_NOARGS,
      "status() -> dict: hooks in place, INIT negotiation, counters."},
     {NULL, NULL, 0, NULL},

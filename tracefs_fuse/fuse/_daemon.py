@@ -37,30 +37,13 @@ from ._operations import TracefsOperations
 from ._pagepush import PagePusher
 from ._proc_events import EventsLost, ExecEvent, ExitWatcher, ForkEvent, ProcConnector
 from ._requests import RequestHandler
-from ._session import serve, terminate
+from ._session import perfmon_capable, serve, terminate
 from ._tasks import TaskFacts, TaskTable
 
 log = logging.getLogger(__name__)
 
 #: Writer tasks kept for reuse (a Task per thread while its CPU and comm hold).
 _WRITER_CACHE = 4096
-#: capability(7) bits of CapEff in /proc/<pid>/status.
-CAP_SYS_ADMIN = 21
-CAP_PERFMON = 38
-
-
-def perfmon_capable(tid: int) -> bool:
-    """``perfmon_capable()``: CAP_PERFMON or CAP_SYS_ADMIN in the effective set."""
-    try:
-        with open(f"/proc/{tid}/status", "rb") as f:
-            status = f.read()
-    except OSError:
-        return False
-    start = status.find(b"\nCapEff:")
-    if start < 0:
-        return False
-    caps = int(status[start + 8:status.index(b"\n", start + 1)].strip(), 16)
-    return bool(caps & (1 << CAP_PERFMON | 1 << CAP_SYS_ADMIN))
 
 
 def possible_cpus() -> int:

@@ -63,6 +63,7 @@ __all__ = [
     "Request",
     "bridge_status",
     "native",
+    "perfmon_capable",
     "pyfuse3",
     "serve",
     "set_open_flags",
@@ -74,6 +75,8 @@ log = logging.getLogger(__name__)
 Request = _bridge.Request
 #: The native fast path's table and staging ring (used by fuse/_fast_path.py).
 native = _bridge
+#: ``perfmon_capable()`` of a thread (capget: one system call).
+perfmon_capable = _bridge.perfmon_capable
 set_open_flags = _bridge.set_open_flags
 FOPEN_STREAM: int = _bridge.FOPEN_STREAM
 FOPEN_NOFLUSH: int = _bridge.FOPEN_NOFLUSH
