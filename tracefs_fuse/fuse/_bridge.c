@@ -1183,6 +1183,16 @@ static PyObject *bridge_perfmon_capable(PyObject *mod, PyObject *arg)
     return PyBool_FromLong((eff >> CAP_PERFMON & 1) || (eff >> CAP_SYS_ADMIN & 1));
 }
 
+static PyObject *bridge_request_limits(PyObject *mod, PyObject *noargs)
+{
+    (void)mod;
+    (void)noargs;
+    pthread_mutex_lock(&io_lock);
+    uint32_t max_write = io.max_write, max_pages = io.max_pages;
+    pthread_mutex_unlock(&io_lock);
+    return Py_BuildValue("(II)", max_write, max_pages);
+}
+
 static PyObject *bridge_set_open_flags(PyObject *mod, PyObject *args)
 {
     (void)mod;
@@ -1322,6 +1332,9 @@ static PyMethodDef bridge_methods[] = {
      "records in"},
     {"perfmon_capable", bridge_perfmon_capable, METH_O,
      "perfmon_capable(tid) -> bool: CAP_PERFMON or CAP_SYS_ADMIN effective"},
+    {"request_limits", bridge_request_limits, METH_NOARGS,
+     "request_limits() -> (max_write, max_pages): what FUSE_INIT settled "
+     "(0, 0 before it)"},
     {"status", bridge_status, METH_NOARGS,
      "status() -> dict: hooks in place, INIT negotiation, counters."},
     {NULL, NULL, 0, NULL},

@@ -267,7 +267,7 @@ class Daemon:
                 self.handler = RequestHandler(
                     self.ops, nursery, self.mappings, writer_task=self.writer_task,
                     control_task=self.control_task, caller_task=self.caller_task,
-                    changed=self.publish, native=self.native)
+                    changed=self.publish, native=self.native, read_memory=self.memory.read)
                 self.native.start(self.publish)
                 nursery.start_soon(self.pages.run)
                 nursery.start_soon(self.follow_processes)

@@ -41,7 +41,8 @@ from ._errno import errno_of
 from ._fast_path import NativeWrites
 from ._mmap import MappingTracker
 from ._operations import TracefsOperations
-from ._session import Request
+from ._session import Request, request_limits
+from ._whole_write import ReadMemory, WholeWrite, whole_write
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,8 @@ class RequestHandler:
     def __init__(self, ops: TracefsOperations, nursery: trio.Nursery, mappings: MappingTracker,
                  *, writer_task: Callable[[int], Task], control_task: Callable[[int], Task],
                  caller_task: Callable[[int], Task],
-                 changed: Callable[[], trio.Event | None], native: NativeWrites) -> None:
+                 changed: Callable[[], trio.Event | None], native: NativeWrites,
+                 read_memory: ReadMemory) -> None:
         self.ops = ops
         self.nursery = nursery
         self.mappings = mappings
@@ -73,6 +75,11 @@ class RequestHandler:
         self.changed = changed
         #: The native fast path: its table is republished before each reply.
         self.native = native
+        #: Client memory, to see a write FUSE split (see _whole_write).
+        self.read_memory = read_memory
+        #: (writer's tid, fh) -> (offset, bytes) FUSE will send of a write
+        #: already answered whole.
+        self._rest: dict[tuple[int, int], tuple[int, int]] = {}
         self._waiters: set[_Waiter] = set()
         self._scopes: dict[int, trio.CancelScope] = {}  # unique -> blocked read
         self._interrupted_early: set[int] = set()
@@ -177,19 +184,47 @@ class RequestHandler:
             if self.ops.files.path(fh)[-1] in _RESIZERS:
                 self.mappings.sweep()  # a resize is EBUSY only while really mapped
             if isinstance(file, UserEventsDataFile):
-                task = self.writer_task(req.pid)
-                # What the fast path declined comes here; what we read about
-                # the writer serves its next writes there.
-                self.native.remember(task)
-                self.native.file_used(fh, file)
-                log.debug("write fh %d: %d bytes by %d: engine", fh, len(data), req.pid)
+                count = self._write_event(req, fh, file, data, offset)
             else:
-                task = self.control_task(req.pid)
-            count = file.write(data, offset, task)
+                count = file.write(data, offset, self.control_task(req.pid))
         except Exception as exc:
             self._reply_after_publish(req.reply_err, errno_of(exc, "write"))
         else:
             self._reply_after_publish(req.reply_write, count)
+
+    def _write_event(self, req: Request, fh: int, file: UserEventsDataFile, data: bytes,
+                     offset: int) -> int:
+        """A write to ``user_events_data``, taken whole when FUSE split or cut it."""
+        key = (req.pid, fh)
+        rest = self._rest.pop(key, None)
+        if rest is not None and rest[0] == offset:
+            # A further part of a write answered whole: its size, nothing more.
+            if rest[1] > len(data):
+                self._rest[key] = (offset + len(data), rest[1] - len(data))
+            return len(data)
+        task = self.writer_task(req.pid)
+        # What the fast path declined comes here; what we read about the
+        # writer serves its next writes there.
+        self.native.remember(task)
+        self.native.file_used(fh, file)
+        log.debug("write fh %d: %d bytes by %d at %d: engine", fh, len(data), req.pid, offset)
+        whole: WholeWrite | None = None
+        if offset == 0 and len(data) >= min(request_limits()):
+            whole = whole_write(self.read_memory, req.pid, task.tgid, len(data))
+        try:
+            if whole is None:
+                return file.write(data, offset, task)
+        except TracefsError:
+            # A fault in an iovec leaves the request short, which the engine
+            # may refuse (too short for the fields) where the kernel says
+            # EFAULT: look at the whole write (the failed call changed nothing).
+            if offset != 0 or (whole := whole_write(self.read_memory, req.pid, task.tgid,
+                                                     len(data))) is None:
+                raise
+        file.write_whole(whole.data, whole.count, whole.faulted, task)
+        log.debug("write fh %d: %d of a %d-byte write, taken whole", fh, len(data), whole.count)
+        self._rest[key] = (len(data), whole.count - len(data))
+        return len(data)
 
     def ioctl(self, req: Request, ino: int, fh: int, cmd: int, arg: int,
               in_data: bytes, out_size: int, flags: int) -> None:

@@ -65,6 +65,7 @@ __all__ = [
     "native",
     "perfmon_capable",
     "pyfuse3",
+    "request_limits",
     "serve",
     "set_open_flags",
     "terminate",
@@ -77,6 +78,9 @@ Request = _bridge.Request
 native = _bridge
 #: ``perfmon_capable()`` of a thread (capget: one system call).
 perfmon_capable = _bridge.perfmon_capable
+#: ``request_limits() -> (max_write, max_pages)``: a request's largest size
+#: and page count, as FUSE_INIT settled them (the kernel splits larger writes).
+request_limits = _bridge.request_limits
 set_open_flags = _bridge.set_open_flags
 FOPEN_STREAM: int = _bridge.FOPEN_STREAM
 FOPEN_NOFLUSH: int = _bridge.FOPEN_NOFLUSH
