@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
                  ("3. enable propagation", suite.enable_propagation),
                  ("4. register", suite.register),
                  ("5. read rates", suite.read_rates),
-                 ("6. mount-ready time", suite.mount_ready))
+                 ("6. mount-ready time", suite.mount_ready),
+                 ("   issue 12's goals", suite.goals))
         for title, step in steps:
             print(f"[{time.monotonic() - start:5.0f} s] {title}", file=sys.stderr, flush=True)
             step()

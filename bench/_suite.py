@@ -219,6 +219,38 @@ class Suite:
                 self.rec.add_ratio(group, row, "tracefs-fuse ÷ floor", (row, OURS),
                                    (row, LIBFUSE_FLOOR))
 
+    # -- the goals of issue 12 ------------------------------------------------------------
+
+    def goals(self) -> None:
+        """Issue 12's goal table, from the figures above (each ratio pairs one
+        repetition's values; the register step has fewer repetitions)."""
+        group = "Issue 12 goals"
+        pinned, unpinned = "everything pinned to CPU 0", "unpinned"
+        one, four = _count(1, "writer", "writers"), _count(4, "writer", "writers")
+        rec = self.rec
+
+        def ratio(row: str, top: list[float], bottom: list[float]) -> None:
+            for a, b in zip(top, bottom):
+                rec.add(group, row, "tracefs-fuse", "×", a / b if b else float("nan"))
+
+        writes = f"1. Enabled-event write throughput, {pinned}"
+        ratio("enabled writes/s, 1 writer, pinned, ÷ C libfuse floor",
+              rec.runs(writes, OURS, one), rec.runs(writes, LIBFUSE_FLOOR, one))
+        spread = f"1. Enabled-event write throughput, {unpinned}"
+        ratio("4 writers ÷ 1 writer, unpinned (ours)",
+              rec.runs(spread, OURS, four), rec.runs(spread, OURS, one))
+        ratio("(the C floor's: 4 writers ÷ 1 writer, unpinned)",
+              rec.runs(spread, LIBFUSE_FLOOR, four), rec.runs(spread, LIBFUSE_FLOOR, one))
+        costs = f"1. FUSE server cost per write, {pinned}"
+        ratio("server CPU per write, pinned, ÷ C floor's",
+              rec.runs(costs, f"{OURS}: CPU", one),
+              rec.runs(costs, f"{LIBFUSE_FLOOR}: CPU", one))
+        registers = (f"4. Register {REGISTER_COUNT:,} events (DIAG_IOCSREG) from one process, "
+                     f"{pinned}")
+        ratio("DIAG_IOCSREG round trip ÷ one enabled write round trip (pinned)",
+              rec.runs(registers, "ioctl latency, median", OURS),
+              [1e6 / rate for rate in rec.runs(writes, OURS, one)])
+
     def _register_once(self, group: str, cpus: set[int] | None, mountpoint: Path) -> None:
         rss: list[int] = []
         # A fresh daemon: the count starts at 0 and RSS is not the main mount's.

@@ -22,6 +22,7 @@ fault past ``i_size`` fails in ``filemap_fault`` without a FUSE request.
 
 from __future__ import annotations
 
+import os
 import select
 import subprocess
 from collections.abc import Callable, Iterator
@@ -44,6 +45,7 @@ CClient = Callable[[str], Path]
 @pytest.fixture
 def mount(tmp_path: Path) -> Iterator[Mount]:
     mnt = start_mount(tmp_path / "tracing", tmp_path / "daemon.log")
+    _connections[mnt.path] = os.minor(os.stat(mnt.path).st_dev)
     try:
         yield mnt
     finally:
@@ -53,8 +55,19 @@ def mount(tmp_path: Path) -> Iterator[Mount]:
             subprocess.run(["fusermount3", "-u", "-z", str(mnt.path)], check=False)
 
 
+#: fusectl: writing to ``<connection>/abort`` ends a FUSE connection.
+FUSECTL = Path("/sys/fs/fuse/connections")
+#: Connection id (the mount's device minor) of each mount, by mountpoint.
+_connections: dict[Path, int] = {}
+
+
 def _hung(mount: Mount, what: str, client: subprocess.Popen[str]) -> AssertionError:
-    # Only the daemon's death frees a client stuck in a FUSE request.
+    # A daemon hung in its own fault cannot even be killed (it waits,
+    # uninterruptibly, for the read it should answer): abort the connection,
+    # which fails every request, then reap everyone.
+    if not any(FUSECTL.iterdir()):
+        subprocess.run(["mount", "-t", "fusectl", "none", str(FUSECTL)], check=False)
+    (FUSECTL / str(_connections[mount.path]) / "abort").write_text("1")
     mount.proc.kill()
     mount.proc.wait()
     client.kill()

@@ -21,8 +21,8 @@
  *   remap NAME     register NAME (enable bit in ordinary memory), then map
  *                  FILE over the enable word's page; print "ready" and wait
  *                  for a line on stdin before unregistering
- *   fork NAME      as remap, then fork; print "forked PID" and wait for a
- *                  line on stdin
+ *   fork NAME      as remap, then fork (the child waits to be killed);
+ *                  print "forked PID" and wait for a line on stdin
  *
  * Prints "<op> rc=<result> errno=<name>" per ioctl and exits 0 unless the
  * setup itself failed (exit 2).
@@ -135,8 +135,8 @@ int main(int argc, char **argv)
 			if (child < 0)
 				die("fork");
 			if (child == 0) {
-				wait_line();
-				_exit(0);
+				for (;;)
+					pause();  /* until the parent kills it */
 			}
 			printf("forked %d\n", child);
 		} else {

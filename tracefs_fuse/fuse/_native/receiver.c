@@ -217,6 +217,8 @@ int rx_start(int dev_fd, int event_fd, size_t bufsize, rx_handler handler)
         rx.dev_fd = rx.event_fd = -1;  /* still the caller's */
         return -rc;
     }
+    /* Named, so that tools (and bench/) can tell it from the trio thread. */
+    pthread_setname_np(rx.thread, RX_THREAD_NAME);
     rx.started = 1;
     return 0;
 }

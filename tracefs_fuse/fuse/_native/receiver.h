@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The receiver thread's comm. */
+#define RX_THREAD_NAME "tracefs-rx"
+
 /* What rx_take() hands libfuse's session loop. */
 enum rx_item_kind {
     RX_REQUEST = 1, /* a FUSE request, copied into the caller's buffer */
