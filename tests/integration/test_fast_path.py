@@ -13,7 +13,6 @@ CPU 0, so both mounts file every record under the same CPU.
 from __future__ import annotations
 
 import mmap
-import os
 import random
 import struct
 import subprocess
@@ -24,6 +23,7 @@ import pytest
 
 from tests.engine.pagedecode import decode_page
 from tests.integration.conftest import Mount, start_mount, stop_mount
+from tests.integration.rawpages import drain_pages, nr_cpus
 
 pytestmark = [pytest.mark.uses_fuse, pytest.mark.slow]
 CClient = Callable[[str], Path]
@@ -124,20 +124,7 @@ def _normalized(page: bytes, pid: int) -> bytes:
 
 
 def _pages(mount: Mount, cpu: int, pid: int) -> list[bytes]:
-    fd = os.open(mount / f"per_cpu/cpu{cpu}/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
-    pages = []
-    try:
-        while True:
-            try:
-                page = os.read(fd, 4096)
-            except BlockingIOError:
-                break
-            if not page:
-                break
-            pages.append(_normalized(page, pid))
-    finally:
-        os.close(fd)
-    return pages
+    return [_normalized(page, pid) for page in drain_pages(mount.path, cpu)]
 
 
 def _status_page(mount: Mount) -> bytes:
@@ -148,17 +135,17 @@ def _status_page(mount: Mount) -> bytes:
 
 def observe(mount: Mount, run: tuple[int, str]) -> dict[str, object]:
     pid, output = run
-    nr_cpus = len([d for d in os.listdir(mount / "per_cpu") if d.startswith("cpu")])
+    cpus = range(nr_cpus(mount.path))
     stats = {cpu: [line for line in mount.read(f"per_cpu/cpu{cpu}/stats").splitlines()
                    if " ts:" not in line]
-             for cpu in range(nr_cpus)}
+             for cpu in cpus}
     return {
         "client": output,
         "status": mount.read("user_events_status"),
         "status page": _status_page(mount),
         "saved_cmdlines": mount.read("saved_cmdlines").replace(f"{pid} ", "PID "),
         "stats": stats,
-        "pages": {cpu: _pages(mount, cpu, pid) for cpu in range(nr_cpus)},
+        "pages": {cpu: _pages(mount, cpu, pid) for cpu in cpus},
     }
 
 
@@ -218,17 +205,7 @@ def test_fast_path_time_stamps_fall_within_the_write(tracefs: Mount, c_client: C
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     output, _ = client.communicate(text, timeout=120)
     assert " -> -1 " not in output, output
-    fd = os.open(tracefs / "per_cpu/cpu0/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
-    events = []
-    try:
-        while True:
-            try:
-                page = os.read(fd, 4096)
-            except BlockingIOError:
-                break
-            events += decode_page(page).events
-    finally:
-        os.close(fd)
+    events = [e for page in drain_pages(tracefs.path, 0) for e in decode_page(page).events]
     befores = [struct.unpack_from("<Q", e.data, ENTRY_HEADER)[0] for e in events]
     assert len(events) == 2064
     assert any(e.extended for e in events)
@@ -236,22 +213,6 @@ def test_fast_path_time_stamps_fall_within_the_write(tracefs: Mount, c_client: C
         assert before <= event.ts <= following
     served = tracefs.log_text().count("served natively")
     assert served == 0 if "--no-fast-path" in mount_options else served > 2000
-
-
-def _records(mount: Mount, nr_cpus: int) -> list[bytes]:
-    data = []
-    for cpu in range(nr_cpus):
-        fd = os.open(mount / f"per_cpu/cpu{cpu}/trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
-        try:
-            while True:
-                try:
-                    page = os.read(fd, 4096)
-                except BlockingIOError:
-                    break
-                data += [e.data for e in decode_page(page).events]
-        finally:
-            os.close(fd)
-    return data
 
 
 def test_fast_path_disable_is_seen_by_every_later_write(tracefs: Mount,
@@ -266,8 +227,9 @@ def test_fast_path_disable_is_seen_by_every_later_write(tracefs: Mount,
                if line.startswith("window")]
     assert lines["late"] == "0"
     assert int(lines["ebadf"]) > 0 and int(lines["writes"]) > int(lines["ebadf"])
-    nr_cpus = len([d for d in os.listdir(tracefs / "per_cpu") if d.startswith("cpu")])
-    started = [struct.unpack_from("<Q", r, ENTRY_HEADER)[0] for r in _records(tracefs, nr_cpus)]
+    started = [struct.unpack_from("<Q", e.data, ENTRY_HEADER)[0]
+               for cpu in range(nr_cpus(tracefs.path)) for page in drain_pages(tracefs.path, cpu)
+               for e in decode_page(page).events]
     assert len(started) == int(lines["writes"]) - int(lines["ebadf"])  # nothing lost
     for start, end in windows:
         assert not [s for s in started if start < s < end]

@@ -11,7 +11,6 @@ sub-buffer takes), its full count returned (issue 11, items 4 and 7).
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 
 from tests.engine.pagedecode import decode_page
 from tests.integration.conftest import Mount
+from tests.integration.rawpages import drain_pages, nr_cpus
 
 pytestmark = [pytest.mark.uses_fuse, pytest.mark.slow]
 CClient = Callable[[str], Path]
@@ -27,21 +27,10 @@ ENTRY_HEADER = 8
 
 
 def _payload_lengths(mount: Mount) -> list[int]:
-    lengths = []
-    for cpu in sorted(os.listdir(mount / "per_cpu")):
-        fd = os.open(mount / "per_cpu" / cpu / "trace_pipe_raw", os.O_RDONLY | os.O_NONBLOCK)
-        try:
-            while True:
-                try:
-                    page = os.read(fd, 4096)
-                except BlockingIOError:
-                    break
-                # An event's body is padded to 4 bytes: the payload here is
-                # 4-aligned, so its length is exact.
-                lengths += [len(e.data) - ENTRY_HEADER for e in decode_page(page).events]
-        finally:
-            os.close(fd)
-    return lengths
+    # An event's body is padded to 4 bytes: the payloads here are 4-aligned,
+    # so their lengths are exact.
+    return [len(e.data) - ENTRY_HEADER for cpu in range(nr_cpus(mount.path))
+            for page in drain_pages(mount.path, cpu) for e in decode_page(page).events]
 
 
 @pytest.mark.parametrize("mount_options", [(), ("--no-fast-path",)], ids=["fast-path", "engine"])

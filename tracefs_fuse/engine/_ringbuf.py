@@ -364,13 +364,17 @@ class CpuBuffer:
         encode_data_event(data, off, record, length, delta)
         if not w:
             page.time_stamp = ts
-        page.commit = w + total
+        self._commit(page, w + total, total, ts)
+        return True
+
+    def _commit(self, page: BufferPage, commit: int, total: int, ts: int) -> None:
+        """``rb_commit``: one more event of ``total`` bytes on ``page``, stamped ``ts``."""
+        page.commit = commit
         page.entries += 1
         page.dirty = True
         self.entries += 1
         self.entries_bytes += total
         self.write_stamp = ts
-        return True
 
     def take_in(self, staged: memoryview, at: int, copy_len: int, length: int, stamp: int,
                 previous: int, event_length: int) -> bool:
@@ -402,12 +406,7 @@ class CpuBuffer:
             return self.write(staged[end - length:end], stamp)
         off = BUF_PAGE_HDR_SIZE + w
         page.view[off:off + copy_len] = staged[at:end]
-        page.commit = w + event_length
-        page.entries += 1
-        page.dirty = True
-        self.entries += 1
-        self.entries_bytes += event_length
-        self.write_stamp = stamp
+        self._commit(page, w + event_length, event_length, stamp)
         return True
 
     def _move_tail(self, tail: int, length: int) -> bool:
