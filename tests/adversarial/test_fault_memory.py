@@ -22,7 +22,6 @@ fault past ``i_size`` fails in ``filemap_fault`` without a FUSE request.
 
 from __future__ import annotations
 
-import os
 import select
 import subprocess
 from collections.abc import Callable, Iterator
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.adversarial.fault_abort import abort, connection
 from tests.integration.conftest import Mount, start_mount, stop_mount
 
 pytestmark = [pytest.mark.uses_fuse, pytest.mark.slow]
@@ -45,7 +45,7 @@ CClient = Callable[[str], Path]
 @pytest.fixture
 def mount(tmp_path: Path) -> Iterator[Mount]:
     mnt = start_mount(tmp_path / "tracing", tmp_path / "daemon.log")
-    _connections[mnt.path] = os.minor(os.stat(mnt.path).st_dev)
+    _connections[mnt.path] = connection(mnt.path)
     try:
         yield mnt
     finally:
@@ -55,19 +55,12 @@ def mount(tmp_path: Path) -> Iterator[Mount]:
             subprocess.run(["fusermount3", "-u", "-z", str(mnt.path)], check=False)
 
 
-#: fusectl: writing to ``<connection>/abort`` ends a FUSE connection.
-FUSECTL = Path("/sys/fs/fuse/connections")
-#: Connection id (the mount's device minor) of each mount, by mountpoint.
+#: Connection id of each mount, by mountpoint (see fault_abort).
 _connections: dict[Path, int] = {}
 
 
 def _hung(mount: Mount, what: str, client: subprocess.Popen[str]) -> AssertionError:
-    # A daemon hung in its own fault cannot even be killed (it waits,
-    # uninterruptibly, for the read it should answer): abort the connection,
-    # which fails every request, then reap everyone.
-    if not any(FUSECTL.iterdir()):
-        subprocess.run(["mount", "-t", "fusectl", "none", str(FUSECTL)], check=False)
-    (FUSECTL / str(_connections[mount.path]) / "abort").write_text("1")
+    abort(_connections[mount.path])
     mount.proc.kill()
     mount.proc.wait()
     client.kill()
