@@ -10,7 +10,8 @@ complete, shorter write.
 
 So for a request that may be a part (as large as ``max_write``, or as many
 bytes as ``max_pages``: a part cut by the page limit has a byte per page at
-least), or one the engine refuses (a fault in an iovec usually leaves too
+least; the native fast path serves those it can prove whole, see
+``_native/fastpath.c``), or one the engine refuses (a fault in an iovec usually leaves too
 few bytes for the event's fields: EINVAL where the kernel says EFAULT), the
 writer's own system call is looked at: ``/proc/<tid>/syscall`` names it and
 its arguments while the writer sleeps in our request, and its iovecs are read

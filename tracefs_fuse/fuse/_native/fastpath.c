@@ -530,6 +530,38 @@ static uint64_t read_clock(const struct fp_array *a)
            a->divisor;
 }
 
+/* Whether a write request of `size` bytes from thread `tid` is the whole
+ * write(2) or writev(2) it is in, by /proc/<tid>/syscall (the call and its
+ * arguments while it sleeps in our request; no client memory is read, which
+ * this thread must never do): a write(2) of `size` bytes, or a writev(2) of
+ * so few iovecs that the request cannot have reached max_pages (each iovec
+ * spans at most two pages more than its bytes fill).  x86_64 numbers. */
+static int whole_request(uint32_t tid, uint32_t size)
+{
+    char path[48], buf[256];
+    snprintf(path, sizeof(path), "/proc/%u/syscall", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    char *p = buf;
+    long nr = strtol(p, &p, 10);
+    unsigned long long args[3];
+    for (int i = 0; i < 3; i++)
+        args[i] = strtoull(p, &p, 16);
+    if (size >= fp.max_write)
+        return 0;
+    if (nr == 1 /* write */)
+        return args[2] == size;
+    if (nr == 20 /* writev */)
+        return 2 * args[2] + size / 4096 + 1 < fp.max_pages;
+    return 0;
+}
+
 /* Caller holds fp.lock.  FP_SERVED with the records staged, or why not. */
 static enum fp_decline decide(const struct fuse_in_header *in,
                               const struct fuse_write_in *arg,
@@ -542,8 +574,10 @@ static enum fp_decline decide(const struct fuse_in_header *in,
         return FP_POSITION;
     /* A write FUSE may have split (fuse_direct_io: at most max_write bytes
      * and max_pages pages per request, a page per iovec at least, so one
-     * byte per page at least): only the engine can see the whole of it. */
-    if (arg->size >= fp.max_write || arg->size >= fp.max_pages)
+     * byte per page at least): only the engine can see the whole of it,
+     * unless the writer's system call shows it is all here. */
+    if ((arg->size >= fp.max_write || arg->size >= fp.max_pages) &&
+        !whole_request(in->pid, arg->size))
         return FP_LARGE;
     int32_t index;
     memcpy(&index, data, 4);
