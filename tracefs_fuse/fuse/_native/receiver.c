@@ -28,6 +28,15 @@
  * and holds nothing there; glibc (2.34+) acts on a cancel either before the
  * read starts or while it blocks, never after it returned a request.
  *
+ * Caveat: a fill the receiver cannot answer is still a wait.  If a client
+ * thread faults on a page of our file (the page is locked while its read is
+ * queued for Python) at the moment the Python thread's access to client
+ * memory reaches that same page, the access waits for the page lock, the
+ * lock for the read, the read for Python: a hang until the connection is
+ * aborted.  It takes a client racing its own fault against its own
+ * registration (or a reader's fault on a page an adversary points at);
+ * serving such fills natively would need the page's content here.
+ *
  * Kernel: fs/fuse/dev.c (fuse_dev_do_read: one whole request per read, or
  * ENODEV once the connection is gone), fs/fuse/file.c (fuse_send_read: page
  * cache fills carry no lock owner).
