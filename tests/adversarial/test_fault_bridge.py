@@ -12,28 +12,17 @@ it every client.)
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.adversarial.fault_abort import abort, connection
-from tests.fuse.test_bridge import MountedFs, run_client, start_testfs
+from tests.fuse.test_bridge import MountedFs, run_client, testfs  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.uses_fuse, pytest.mark.slow]
 STEP_TIMEOUT_S = 10.0
 CClient = Callable[[str], Path]
-
-
-@pytest.fixture
-def testfs(tmp_path: Path) -> Iterator[MountedFs]:
-    fs = start_testfs(tmp_path)
-    try:
-        fs.wait_ready()
-        yield fs
-        fs.unmount()
-    finally:
-        fs.cleanup()
 
 
 def test_fault_process_vm_writev_into_own_mapping(testfs: MountedFs, c_client: CClient) -> None:
