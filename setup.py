@@ -7,14 +7,24 @@ file only because the extension's flags come from pkg-config.
 import glob
 import shlex
 import subprocess
+import sys
 
 from setuptools import Extension, setup
 
+# What Debian calls the packages the build needs (`make setup` installs them).
+NEEDS = "libfuse3-dev and pkg-config (Debian: apt-get install libfuse3-dev pkg-config)"
+
 
 def pkg_config(*args: str) -> list[str]:
-    out = subprocess.run(["pkg-config", *args, "fuse3"], check=True,
-                         capture_output=True, text=True).stdout
-    return shlex.split(out)
+    try:
+        result = subprocess.run(["pkg-config", *args, "fuse3"], capture_output=True, text=True)
+    except FileNotFoundError:
+        sys.exit(f"tracefs-fuse: building the FUSE bridge needs pkg-config, which is not "
+                 f"installed; install {NEEDS}")
+    if result.returncode != 0:
+        sys.exit("tracefs-fuse: pkg-config finds no fuse3 (no fuse3.pc: libfuse3-dev is not "
+                 f"installed, or PKG_CONFIG_PATH leads elsewhere); install {NEEDS}")
+    return shlex.split(result.stdout)
 
 
 cflags = pkg_config("--cflags")

@@ -24,6 +24,7 @@ from ._results import Recorder, Results, render_profile, render_tables
 from ._servers import (LIBFUSE_FLOOR, OURS, PYFUSE3_FLOOR, Binaries, kernel_instance,
                        mounted)
 from ._suite import WRITERS, Suite
+from ._tracking import fork_propagation, teardown
 
 #: Each profiled write run; long enough for ~1,000 samples at 200/s.
 PROFILE_SECONDS = 5.0
@@ -37,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="length of each write-throughput run (default 1)")
     parser.add_argument("--output", type=Path, default=None,
                         help="results JSON (default bench/results/<host>-<time>.json)")
+    parser.add_argument("--only", type=lambda text: set(text.split(",")), default=None,
+                        metavar="N[,N...]",
+                        help="run only these benchmarks, by number (default: all)")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("python -m bench: must run as root (FUSE mounts, a tracefs instance)",
@@ -72,8 +76,17 @@ def main(argv: list[str] | None = None) -> int:
                  ("4. register", suite.register),
                  ("5. read rates", suite.read_rates),
                  ("6. mount-ready time", suite.mount_ready),
-                 ("   issue 12's goals", suite.goals))
+                 ("7. enable propagation into forked children",
+                  lambda: fork_propagation(binaries, workdir, recorder, args.repeats)),
+                 ("8. teardown of many enablers",
+                  lambda: teardown(binaries, workdir, recorder)),
+                 ("9. issue 12's goals (from 1 and 4)", suite.goals))
+        number = ""
         for title, step in steps:
+            # An indented step (the profile) belongs to the benchmark above it.
+            number = title.split(".", 1)[0] if title[0].isdigit() else number
+            if args.only is not None and number not in args.only:
+                continue
             print(f"[{time.monotonic() - start:5.0f} s] {title}", file=sys.stderr, flush=True)
             step()
 

@@ -38,6 +38,11 @@ PYFUSE3_FLOOR = "pyfuse3 floor"
 LIBFUSE_FLOOR = "libfuse floor"
 
 
+def is_ours(name: str) -> bool:
+    """``tracefs-fuse``, alone or followed by mount options."""
+    return name.split()[0] == OURS
+
+
 class Binaries:
     """The C client and the libfuse floor, compiled for this run."""
 
@@ -101,6 +106,15 @@ class Server:
                     switches[key] = int(value)
         return cpu_s, switches["voluntary_ctxt_switches"], switches["nonvoluntary_ctxt_switches"]
 
+    def cpu_ns(self) -> int:
+        """CPU time of the server's threads in ns (``schedstat``: finer than ``usage``'s ticks)."""
+        total = 0
+        for tid in os.listdir(f"/proc/{self.proc.pid}/task"):
+            with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+                with open(f"/proc/{self.proc.pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+        return total
+
     def rss_bytes(self) -> int:
         with open(f"/proc/{self.proc.pid}/status") as f:
             for line in f:
@@ -115,9 +129,10 @@ class Server:
 
 
 def _command(name: str, mountpoint: Path, binaries: Binaries, ready_fd: int) -> list[str]:
-    if name == OURS:
+    if is_ours(name):
+        # "tracefs-fuse --option value": ours, mounted with those options.
         return [sys.executable, "-m", "tracefs_fuse", "mount", str(mountpoint),
-                "--foreground", "--ready-fd", str(ready_fd)]
+                "--foreground", "--ready-fd", str(ready_fd), *name.split()[1:]]
     if name == PYFUSE3_FLOOR:
         return [sys.executable, str(BENCH_DIR / "floor_pyfuse3.py"), str(mountpoint)]
     return [str(binaries.floor_fuse), str(mountpoint)]
@@ -138,7 +153,7 @@ def start_server(name: str, mountpoint: Path, binaries: Binaries) -> Server:
     server = Server(name, mountpoint, proc, log)
     answer = b""
     try:
-        while not server.ready_s or (name == OURS and server.ready_fd_s is None):
+        while not server.ready_s or (is_ours(name) and server.ready_fd_s is None):
             now = time.perf_counter()
             if proc.poll() is not None or now - start > READY_TIMEOUT_S:
                 raise RuntimeError(f"{name} did not come up at {mountpoint}:\n"
@@ -147,7 +162,7 @@ def start_server(name: str, mountpoint: Path, binaries: Binaries) -> Server:
                 with contextlib.suppress(FileNotFoundError):
                     os.stat(server.data_file)
                     server.ready_s = time.perf_counter() - start
-            if name == OURS and server.ready_fd_s is None:
+            if is_ours(name) and server.ready_fd_s is None:
                 with contextlib.suppress(BlockingIOError):
                     answer += os.read(read_fd, 64)
                     if answer == b"ok":

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import errno
 import os
 import statistics
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import msgspec
+
+from tracefs_fuse.decode import Event, RecordDecoder, encode_lines, parse_format
 
 from ._results import Recorder
 from ._servers import (LIBFUSE_FLOOR, OURS, PYFUSE3_FLOOR, Binaries, Server, clear_trace,
@@ -48,6 +52,14 @@ REGISTER_REPEATS = 3
 READ_EVENTS = 20_000
 #: Upper bound for filling the buffer; the fill stops at READ_EVENTS.
 FILL_TIMEOUT_S = 60
+#: The 4 KiB reads tracefs-fuse's drain makes: a ``bench_write`` event takes
+#: 28 bytes of a sub-buffer's 4080 (8-byte common fields, 16-byte payload,
+#: 4-byte event header). The floors are read as many times.
+DRAIN_READS = -(-READ_EVENTS * 28 // 4080)
+#: Rows of benchmark 5 for tracefs_fuse.decode: the drained pages decoded into
+#: Event Structs, and then also written as JSON Lines (what run --record does).
+DECODED = "decoded into Events (tracefs_fuse.decode), events"
+DECODED_JSON = "decoded and encoded as JSON Lines, events"
 
 
 class ServerCost(msgspec.Struct, frozen=True, kw_only=True):
@@ -283,32 +295,90 @@ class Suite:
     # -- 5 -----------------------------------------------------------------------------
 
     def read_rates(self) -> None:
+        """``trace`` and a ``trace_pipe_raw`` drain, ours against the kernel's.
+
+        The floors serve a 4 KiB read at once: what a drain through FUSE can
+        reach at best, one round trip per page (a ``trace_pipe_raw`` read
+        returns at most one sub-buffer). Beside the rates, what the reading
+        cost in CPU (the reader's, which holds the kernel's own work, plus
+        the server's): it does not depend on what else the machine runs.
+        """
         group = f"5. Reading {READ_EVENTS:,} events back (one CPU's buffer)"
         kernel = "kernel"
+        floors = (LIBFUSE_FLOOR, PYFUSE3_FLOOR)
+        text_cpu = "trace (text), bytes per CPU second"
+        drain = "trace_pipe_raw drain"
+        read_cpu = f"{drain}, server CPU per 4 KiB read"
         for rep in range(self.repeats):
-            for target in _rotated((OURS, kernel), rep):
+            for target in _rotated((OURS, kernel, *floors), rep):
+                server = self.servers.get(target)
+                if target in floors:
+                    before = server.cpu_ns()
+                    raw = run_client(self.binaries, "drain", server.data_file, DRAIN_READS)
+                    self.rec.add(group, read_cpu, target, "µs",
+                                 (server.cpu_ns() - before) / int(raw["reads"][0]) / 1e3)
+                    seconds = int(raw["ns"][0]) / 1e9
+                    self.rec.add(group, f"{drain}, bytes", target, "MB/s",
+                                 int(raw["bytes"][0]) / seconds / 1e6)
+                    continue
                 directory = self.ours.mountpoint if target == OURS else self.kernel
                 clear_trace(directory)
                 # Pinned, so that every record lands in CPU 0's buffer.
                 self.write_run(OURS if target == OURS else KERNEL_WRITE, 1, FILL_TIMEOUT_S,
                                count=READ_EVENTS, cpus={0})
+                # The server's CPU for each read-back (the kernel has none apart).
+                served = [server.cpu_ns() if server else 0]
                 text = run_client(self.binaries, "cat", directory / "trace")
                 if int(text["lines"][0]) < READ_EVENTS:
                     raise RuntimeError(f"{target}: only {text['lines'][0]} lines in trace "
                                        f"after {READ_EVENTS} writes")
+                served.append(server.cpu_ns() if server else 0)
                 raw = run_client(self.binaries, "drain",
                                  directory / "per_cpu" / "cpu0" / "trace_pipe_raw")
-                for what, out in (("trace (text)", text), ("trace_pipe_raw drain", raw)):
+                served.append(server.cpu_ns() if server else 0)
+                for what, out in (("trace (text)", text), (drain, raw)):
                     seconds = int(out["ns"][0]) / 1e9
                     self.rec.add(group, f"{what}, bytes", target, "MB/s",
                                  int(out["bytes"][0]) / seconds / 1e6)
                     self.rec.add(group, f"{what}, events", target, "events/s",
                                  READ_EVENTS / seconds)
-        for what in ("trace (text)", "trace_pipe_raw drain"):
-            for unit in ("bytes", "events"):
-                row = f"{what}, {unit}"
-                self.rec.add_ratio(group, row, "tracefs-fuse ÷ kernel", (row, OURS),
-                                   (row, kernel))
+                self.rec.add(group, text_cpu, target, "MB/s", int(text["bytes"][0]) / 1e6 / (
+                    (int(text["cpu_ns"][0]) + served[1] - served[0]) / 1e9))
+                if server:
+                    self.rec.add(group, read_cpu, target, "µs",
+                                 (served[2] - served[1]) / int(raw["reads"][0]) / 1e3)
+            self._decode_rates(group, rep)
+        for row in ("trace (text), bytes", "trace (text), events", text_cpu,
+                    f"{drain}, bytes", f"{drain}, events"):
+            self.rec.add_ratio(group, row, "tracefs-fuse ÷ kernel", (row, OURS), (row, kernel))
+        for row in (DECODED, DECODED_JSON):
+            self.rec.add_ratio(group, row, "decoded ÷ raw drain", (row, OURS),
+                               (f"{drain}, events", OURS))
+        row = f"{drain}, bytes"
+        self.rec.add_ratio(group, row, "libfuse floor ÷ kernel", (row, LIBFUSE_FLOOR),
+                           (row, kernel))
+        for floor in floors:
+            self.rec.add_ratio(group, row, f"tracefs-fuse ÷ {floor}", (row, OURS), (row, floor))
+
+    def _decode_rates(self, group: str, rep: int) -> None:
+        """Our buffer filled again, drained in Python, its pages decoded (issue 14)."""
+        directory = self.ours.mountpoint
+        clear_trace(directory)
+        self.write_run(OURS, 1, FILL_TIMEOUT_S, count=READ_EVENTS, cpus={0})
+        pages = _drain_pages(directory / "per_cpu" / "cpu0" / "trace_pipe_raw")
+        fmt = parse_format((directory / "events/user_events/bench_write/format").read_text(),
+                           "user_events")
+        decoder = RecordDecoder({fmt.id: fmt}.get)
+        started = time.perf_counter()
+        records = [r for page in pages for r in decoder.decode_page(0, page)]
+        decoded = time.perf_counter()
+        encode_lines(records)
+        encoded = time.perf_counter()
+        events = sum(isinstance(r, Event) for r in records)
+        if events != READ_EVENTS:
+            raise RuntimeError(f"decoded {events} of {READ_EVENTS} events (rep {rep})")
+        self.rec.add(group, DECODED, OURS, "events/s", events / (decoded - started))
+        self.rec.add(group, DECODED_JSON, OURS, "events/s", events / (encoded - started))
 
     # -- 6 -----------------------------------------------------------------------------
 
@@ -336,3 +406,19 @@ def _syscalls_between_markers(trace: Path) -> int:
     if len(markers) != 2:
         raise RuntimeError(f"{trace}: expected 2 getppid() markers, found {len(markers)}")
     return markers[1] - markers[0] - 1
+
+
+def _drain_pages(path: Path) -> list[bytes]:
+    """Every sub-buffer ``trace_pipe_raw`` has now (read until EAGAIN)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    pages = []
+    try:
+        while True:
+            try:
+                pages.append(os.read(fd, 4096))
+            except OSError as exc:
+                if exc.errno != errno.EAGAIN:
+                    raise
+                return pages
+    finally:
+        os.close(fd)

@@ -27,13 +27,29 @@
  *       bits still clear after the write returned), write "0" likewise; and
  *       a write of 20 bytes to REFPATH (a reference FUSE round trip).
  *       Prints one enable_ns= and ref_ns= line per round.
+ *   forks DIR NPROC ROUNDS
+ *       Register "bench_forks u32 value" (a word in .data), then ROUNDS times:
+ *       fork NPROC children that wait (they inherit the enabler, and the
+ *       daemon has not seen them yet), write "1" to the event's enable file,
+ *       read every child's copy of the word (process_vm_readv: missed= counts
+ *       bits still clear after the write returned), write "0" likewise, and
+ *       let the children go. Prints one enable_ns= line per round.
+ *   hold DIR COUNT
+ *       Register COUNT enablers of "bench_hold u32 value" from one process
+ *       (bits 0-31 of COUNT/32 words), print "ready" and wait until killed.
+ *   probe PATH
+ *       pread() PATH in a loop until stdin is closed; prints reads= and the
+ *       longest single read, max_ns=.
  *   register PATH COUNT
  *       Register COUNT distinct events "bench_reg_<i> u32 value" from one
  *       process; prints one ns= line per ioctl and total_ns=, then "ready"
  *       and keeps them registered until stdin is closed.
- *   drain PATH         read 4096-byte pages with O_NONBLOCK until empty
+ *   drain PATH [READS] read 4096-byte pages with O_NONBLOCK until empty, or
+ *                      READS times (the floors, whose file never empties)
  *   cat PATH           read 64 KiB chunks until end of file
- *       Both print bytes=, lines= (newlines seen) and ns=.
+ *       Both print bytes=, lines= (newlines seen), reads= (read() calls that
+ *       returned data), ns= and cpu_ns= (the loop's user + system time: for
+ *       the kernel's files, the kernel's own work).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -80,11 +96,11 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint32_t do_register(int fd, const char *name_args, volatile uint32_t *word)
+static uint32_t do_register_bit(int fd, const char *name_args, volatile uint32_t *word, int bit)
 {
 	struct user_reg reg = {
 		.size = sizeof reg,
-		.enable_bit = 0,
+		.enable_bit = (uint8_t)bit,
 		.enable_size = sizeof *word,
 		.enable_addr = (uint64_t)(uintptr_t)word,
 		.name_args = (uint64_t)(uintptr_t)name_args,
@@ -92,6 +108,11 @@ static uint32_t do_register(int fd, const char *name_args, volatile uint32_t *wo
 	if (ioctl(fd, DIAG_IOCSREG, &reg))
 		die("DIAG_IOCSREG");
 	return reg.write_index;
+}
+
+static uint32_t do_register(int fd, const char *name_args, volatile uint32_t *word)
+{
+	return do_register_bit(fd, name_args, word, 0);
 }
 
 /* Wait for the orchestrator's go line. */
@@ -306,6 +327,113 @@ static int cmd_enable(char **argv)
 	return 0;
 }
 
+static volatile uint32_t forks_word;
+
+/* Each child's copy of forks_word, read from the parent. */
+static uint32_t child_word(pid_t pid)
+{
+	uint32_t value = 0;
+	struct iovec local = { &value, sizeof value };
+	struct iovec remote = { (void *)&forks_word, sizeof forks_word };
+	if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != sizeof value)
+		die("process_vm_readv");
+	return value;
+}
+
+static int cmd_forks(char **argv)
+{
+	const char *dir = argv[0];
+	int nproc = atoi(argv[1]), rounds = atoi(argv[2]);
+	char path[4096];
+	snprintf(path, sizeof path, "%s/user_events_data", dir);
+	int fd = open(path, O_RDWR);
+	if (fd < 0)
+		die(path);
+	do_register(fd, "bench_forks u32 value", &forks_word);
+	snprintf(path, sizeof path, "%s/events/user_events/bench_forks/enable", dir);
+	int efd = open(path, O_WRONLY);
+	if (efd < 0)
+		die(path);
+	pid_t *pids = calloc((size_t)nproc, sizeof *pids);
+	if (!pids)
+		die("calloc");
+	long missed = 0;
+	for (int r = 0; r < rounds; r++) {
+		int done[2];
+		if (pipe(done))
+			die("pipe");
+		for (int i = 0; i < nproc; i++) {
+			pids[i] = fork();
+			if (pids[i] < 0)
+				die("fork");
+			if (pids[i] == 0) {
+				char byte;
+				close(done[1]);
+				_exit(read(done[0], &byte, 1) < 0);
+			}
+		}
+		close(done[0]);
+		uint64_t t0 = now_ns();
+		write_str(efd, "1", 1, "enable");
+		uint64_t t1 = now_ns();
+		for (int i = 0; i < nproc; i++)
+			missed += !(child_word(pids[i]) & 1);
+		write_str(efd, "0", 1, "disable");
+		for (int i = 0; i < nproc; i++)
+			missed += child_word(pids[i]) & 1;
+		close(done[1]);
+		for (int i = 0; i < nproc; i++)
+			waitpid(pids[i], NULL, 0);
+		printf("enable_ns=%llu\n", (unsigned long long)(t1 - t0));
+	}
+	printf("missed=%ld\n", missed);
+	return 0;
+}
+
+_Noreturn static void cmd_hold(char **argv)
+{
+	int count = atoi(argv[1]);
+	char path[4096];
+	snprintf(path, sizeof path, "%s/user_events_data", argv[0]);
+	int fd = open(path, O_RDWR);
+	if (fd < 0)
+		die(path);
+	volatile uint32_t *words = calloc((size_t)count / 32 + 1, sizeof *words);
+	if (!words)
+		die("calloc");
+	for (int i = 0; i < count; i++)
+		do_register_bit(fd, "bench_hold u32 value", &words[i / 32], i % 32);
+	printf("ready\n");
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
+static int cmd_probe(const char *path)
+{
+	char buf[64];
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		die(path);
+	/* Until stdin is closed: the orchestrator decides when the teardown is over. */
+	int flags = fcntl(0, F_GETFL);
+	fcntl(0, F_SETFL, flags | O_NONBLOCK);
+	uint64_t reads = 0, max_ns = 0;
+	for (;;) {
+		char byte;
+		if (read(0, &byte, 1) == 0)
+			break;
+		uint64_t t0 = now_ns();
+		if (pread(fd, buf, sizeof buf, 0) < 0)
+			die("pread");
+		uint64_t ns = now_ns() - t0;
+		max_ns = ns > max_ns ? ns : max_ns;
+		reads++;
+	}
+	printf("reads=%llu\nmax_ns=%llu\n", (unsigned long long)reads, (unsigned long long)max_ns);
+	return 0;
+}
+
 static int cmd_register(char **argv)
 {
 	int count = atoi(argv[1]);
@@ -331,14 +459,22 @@ static int cmd_register(char **argv)
 	return 0;
 }
 
-static int cmd_read(const char *path, int nonblock, size_t chunk)
+/* The process's user + system time, exact (not rusage's tick-based split). */
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmd_read(const char *path, int nonblock, size_t chunk, uint64_t max_reads)
 {
 	static char buf[65536];
 	int fd = open(path, O_RDONLY | (nonblock ? O_NONBLOCK : 0));
 	if (fd < 0)
 		die(path);
-	uint64_t bytes = 0, lines = 0, start = now_ns();
-	for (;;) {
+	uint64_t bytes = 0, lines = 0, reads = 0, cpu = cpu_ns(), start = now_ns();
+	while (!max_reads || reads < max_reads) {
 		ssize_t n = read(fd, buf, chunk);
 		if (n < 0 && errno == EAGAIN)
 			break;
@@ -346,13 +482,16 @@ static int cmd_read(const char *path, int nonblock, size_t chunk)
 			die("read");
 		if (n == 0)
 			break;
+		reads++;
 		bytes += (uint64_t)n;
 		for (const char *p = buf; (p = memchr(p, '\n', (size_t)(buf + n - p))); p++)
 			lines++;
 	}
 	uint64_t ns = now_ns() - start;
-	printf("bytes=%llu\nlines=%llu\nns=%llu\n", (unsigned long long)bytes,
-	       (unsigned long long)lines, (unsigned long long)ns);
+	cpu = cpu_ns() - cpu;
+	printf("bytes=%llu\nlines=%llu\nreads=%llu\nns=%llu\ncpu_ns=%llu\n",
+	       (unsigned long long)bytes, (unsigned long long)lines, (unsigned long long)reads,
+	       (unsigned long long)ns, (unsigned long long)cpu);
 	return 0;
 }
 
@@ -367,10 +506,16 @@ int main(int argc, char **argv)
 		return cmd_enable(argv + 2);
 	if (!strcmp(mode, "register") && argc == 4)
 		return cmd_register(argv + 2);
-	if (!strcmp(mode, "drain") && argc == 3)
-		return cmd_read(argv[2], 1, 4096); /* trace_pipe_raw reads whole pages */
+	if (!strcmp(mode, "forks") && argc == 5)
+		return cmd_forks(argv + 2);
+	if (!strcmp(mode, "hold") && argc == 4)
+		cmd_hold(argv + 2);
+	if (!strcmp(mode, "probe") && argc == 3)
+		return cmd_probe(argv[2]);
+	if (!strcmp(mode, "drain") && (argc == 3 || argc == 4)) /* trace_pipe_raw: whole pages */
+		return cmd_read(argv[2], 1, 4096, argc == 4 ? strtoull(argv[3], NULL, 10) : 0);
 	if (!strcmp(mode, "cat") && argc == 3)
-		return cmd_read(argv[2], 0, 65536);
+		return cmd_read(argv[2], 0, 65536, 0);
 	fprintf(stderr, "usage: see the comment at the top of bench/client.c\n");
 	return 2;
 }

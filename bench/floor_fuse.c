@@ -3,6 +3,8 @@
  * serve user_events_data.  One file, /user_events_data (0666); write() and
  * ioctl() succeed without looking at the data, so what remains is the cost of
  * FUSE itself: the kernel round trip, libfuse's parsing and the reply.
+ * read() returns up to one 4 KiB page of zeros, every time: the floor of a
+ * trace_pipe_raw read.
  *
  * It is opened the way tracefs-fuse opens it (direct_io, nonseekable,
  * FOPEN_STREAM | FOPEN_NOFLUSH | FOPEN_PARALLEL_DIRECT_WRITES), one thread
@@ -72,6 +74,14 @@ static void fl_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	fuse_reply_write(req, size);
 }
 
+static void fl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	static const char page[4096];
+	(void)ino, (void)off, (void)fi;
+	fuse_reply_buf(req, page, size < sizeof page ? size : sizeof page);
+}
+
 static void fl_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
 		     size_t in_bufsz, size_t out_bufsz)
@@ -85,6 +95,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.lookup = fl_lookup,
 	.getattr = fl_getattr,
 	.open = fl_open,
+	.read = fl_read,
 	.write = fl_write,
 	.ioctl = fl_ioctl,
 };

@@ -1,7 +1,8 @@
 """The pyfuse3 floor: a bare pyfuse3 filesystem whose write handler does nothing.
 
 One file, ``/user_events_data`` (0666), opened direct_io and nonseekable (all
-pyfuse3's ``FileInfo`` offers); ``write`` returns the length it was given. What
+pyfuse3's ``FileInfo`` offers); ``write`` returns the length it was given and
+``read`` up to one 4 KiB page of zeros (the floor of a ``trace_pipe_raw`` read). What
 remains is the cost of pyfuse3 and trio per request, with none of tracefs-fuse
 (no bridge, no engine). Mount options are tracefs-fuse's.
 
@@ -19,6 +20,7 @@ import trio
 
 FILE_INODE = pyfuse3.ROOT_INODE + 1
 FILE_NAME = b"user_events_data"
+PAGE = bytes(4096)
 
 
 class FloorOperations(pyfuse3.Operations):
@@ -46,6 +48,9 @@ class FloorOperations(pyfuse3.Operations):
         if inode != FILE_INODE:
             raise pyfuse3.FUSEError(errno.EISDIR)
         return pyfuse3.FileInfo(fh=inode, direct_io=True, nonseekable=True)
+
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        return PAGE[:size]
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         return len(buf)

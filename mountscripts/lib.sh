@@ -16,8 +16,5 @@ tracefs_fuse() {
     fi
 }
 
-# What mounting needs, with a useful message instead of a failed mount(2).
-preflight() {
-    [ -c /dev/fuse ] || die "/dev/fuse is missing (containers: --device /dev/fuse)"
-    [ "$(id -u)" = 0 ] || die "must run as root (a private mount namespace needs CAP_SYS_ADMIN)"
-}
+# What mounting needs (/dev/fuse, namespaces, the mount point) is checked by
+# tracefs-fuse itself, which says in one line what is missing and how to fix it.

@@ -4,18 +4,26 @@ Command line: ``tracefs-fuse`` (:mod:`tracefs_fuse.cli`). In-process: run
 :func:`serve` in a trio nursery to mount a tracefs and get the daemon, whose
 ``tracefs`` engine the synthetic-event API (:mod:`tracefs_fuse.synth`) drives.
 
+Events as data: :mod:`tracefs_fuse.decode` (trace records into msgspec
+Structs), :mod:`tracefs_fuse.eventheader`, and for tests
+:mod:`tracefs_fuse.testing` and the ``user_events`` pytest fixture.
+
 Importing this package is cheap and pure: :func:`serve` (which loads trio, the
 native FUSE bridge and pyfuse3, in that order) is imported on first use.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import MountConfig
 
+if TYPE_CHECKING:  # what type checkers see of the lazy names (py.typed)
+    from ._serve import serve as serve
+    from .fuse._session import BridgeInactiveError as BridgeInactiveError
+
 __version__ = "0.1.0"
-__all__ = ["MountConfig", "serve"]
+__all__ = ["BridgeInactiveError", "MountConfig", "serve"]
 
 
 def __getattr__(name: str) -> Any:
@@ -23,4 +31,8 @@ def __getattr__(name: str) -> Any:
         from ._serve import serve
 
         return serve
+    if name == "BridgeInactiveError":
+        from .fuse._session import BridgeInactiveError
+
+        return BridgeInactiveError
     raise AttributeError(name)

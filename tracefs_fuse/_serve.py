@@ -17,7 +17,7 @@ async def serve(config: MountConfig, *,
     called after changing it outside a FUSE request.
 
     Raises:
-        tracefs_fuse.fuse._session.BridgeInactiveError: the FUSE bridge is not
-            in the request path (for example, pyfuse3 was imported first).
+        tracefs_fuse.BridgeInactiveError: the FUSE bridge is not in the
+            request path (for example, pyfuse3 was imported first).
     """
     await Daemon(config).run(stop_on_signals=False, task_status=task_status)

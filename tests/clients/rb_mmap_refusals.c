@@ -54,7 +54,8 @@ int main(int argc, char **argv)
 	}
 	signal(SIGBUS, on_sigbus);
 	snprintf(path, sizeof path, "%s/per_cpu/cpu0/trace_pipe_raw", argv[1]);
-	int ro = open(path, O_RDONLY), rw = open(path, O_RDWR);
+	/* O_NONBLOCK: a blocking GET_READER first waits for buffer_percent of data */
+	int ro = open(path, O_RDONLY | O_NONBLOCK), rw = open(path, O_RDWR | O_NONBLOCK);
 	if (ro < 0 || rw < 0) {
 		perror(path);
 		return 1;

@@ -64,8 +64,8 @@ class Engine(RuleBasedStateMachine):
         return (
             sorted((e.system, e.name, e.id, getattr(e, "refcnt", None), e.fields, e.status,
                     fs.top.enabled(e)) for e in fs.events),
-            sorted((t, e.addr, e.bit, e.event.name) for t, l in fs.registry.mms.items()
-                   for e in l),
+            sorted((t, e.addr, e.bit, e.event.name) for t, mm in fs.registry.mms.items()
+                   for e in mm.enablers.values()),
             [[(e.name, abi) for e, abi in f.file.slots] for f in self.files],
             fs.dynamic_events.render(),
             fs.registry.multi_id,

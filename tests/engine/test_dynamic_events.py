@@ -11,7 +11,9 @@ from tracefs_fuse.engine._errors import TracefsError
 from tracefs_fuse.engine._events import EventTable
 from tracefs_fuse.engine._memory import Tgid
 from tracefs_fuse.engine._task import Task
+from tracefs_fuse.engine import _uapi as uapi
 from tracefs_fuse.engine._uapi import Abi
+from tracefs_fuse.engine._user_command import split_command
 from tracefs_fuse.engine._user_events import UserEventRegistry, UserEventsFile, UserEventsProvider
 
 from .fakes import FakeMemory
@@ -56,12 +58,12 @@ def test_parse_run_command_stops_at_first_error_keeping_earlier_lines() -> None:
 
 
 class Dyn:
-    def __init__(self) -> None:
+    def __init__(self, era: Abi | None = Abi.MAINLINE) -> None:
         self.table = EventTable()
         self.resets = 0
         self.dyn = DynamicEvents(on_release=self._reset)
-        self.registry = UserEventRegistry(self.table, FakeMemory(), on_created=self.dyn.add,
-                                          on_destroyed=self.dyn.remove)
+        self.registry = UserEventRegistry(self.table, FakeMemory(), era=era,
+                                          on_created=self.dyn.add, on_destroyed=self.dyn.remove)
         self.dyn.providers.append(UserEventsProvider(self.registry))
 
     def _reset(self) -> None:
@@ -160,3 +162,76 @@ def test_truncate_of_one_kind_skips_busy_events_of_others() -> None:
     tfs.synth_events.release_all(ROOT)
     assert tfs.dynamic_events.render() == "u:busy u32 x\n"
     held.release()
+
+
+# What one line does in each mode's dynamic_events: "ok" or the errno. An
+# auto mount (era None) must give 6.1's answer where mainline's would break
+# 6.1 programs (the kernel's 6.1 dyn_test clears with "!u:__test_event") and
+# mainline's everywhere else.
+DELETE_ROWS = [
+    # (events created first, the command, mainline, 6.1, auto)
+    (["u:e u32 a"], "!u:e", errno.ENOENT, "ok", "ok"),
+    (["u:e u32 a"], "-:e", errno.ENOENT, "ok", "ok"),
+    (["u:e u32 a"], "-:user_events/e", errno.ENOENT, "ok", "ok"),
+    (["u:e"], "!u:e", "ok", "ok", "ok"),
+    (["u:e u32 a"], "!u:e u32 a", "ok", "ok", "ok"),
+    (["u:e u32 a; u32 b"], "!u:e u32 a", errno.ENOENT, errno.ENOENT, errno.ENOENT),
+    (["u:e struct custom a 20"], "!u:e struct custom a", errno.ENOENT, errno.ENOENT,
+     errno.ENOENT),
+    ([], "!u:e", errno.ENOENT, errno.ENOENT, errno.ENOENT),
+    (["u:other u32 a"], "!u:e", errno.ENOENT, errno.ENOENT, errno.ENOENT),
+    # Text flags: refused by mainline, ignored by 5.18-6.3.
+    ([], "u:e:BPF_ITER u32 a", errno.EINVAL, "ok", "ok"),
+    ([], "u:e:BPF_ITER,FLAG_FUTURE u32 a", errno.EINVAL, "ok", "ok"),
+    # Everything else is the same in every mode.
+    ([], "u:e u32  a", errno.EINVAL, errno.EINVAL, errno.EINVAL),
+    (["u:e u32 a"], "u:e u64 a", errno.EADDRINUSE, "ok", errno.EADDRINUSE),
+]
+
+
+@pytest.mark.parametrize(("before", "command", "mainline", "v6_1", "auto"), DELETE_ROWS)
+def test_dynamic_events_lines_per_mode(before: list[str], command: str, mainline: object,
+                                       v6_1: object, auto: object) -> None:
+    for era, expected in ((Abi.MAINLINE, mainline), (Abi.V6_1, v6_1), (None, auto)):
+        d = Dyn(era)
+        for line in before:
+            d.write(line)
+        if expected == "ok":
+            d.write(command)
+        else:
+            assert d.errno(command) == expected, era
+
+
+def test_auto_name_only_delete_keeps_mainline_meaning_when_it_finds_an_event() -> None:
+    """Of two formats of one name, ``-:name`` deletes the field-less one only.
+
+    The 6.1 meaning (every event of the name) applies only where mainline's
+    finds nothing; every match is decided before the first deletion.
+    """
+    for era in (Abi.MAINLINE, None):
+        d = Dyn(era)
+        flags = uapi.USER_EVENT_REG_MULTI_FORMAT | uapi.USER_EVENT_REG_PERSIST
+        for text in ("e", "e u32 a"):
+            event, _ = d.registry.find_or_create(split_command(text), flags, ROOT)
+            event.put()
+        d.write("-:e")
+        assert [e.fields != () for e in d.registry.named("e")] == [True]
+        # Now none is field-less: auto deletes the rest, mainline finds nothing.
+        if era is Abi.MAINLINE:
+            assert d.errno("-:e") == errno.ENOENT
+        else:
+            d.write("-:e")
+        assert len(d.registry.named("e")) == (1 if era is Abi.MAINLINE else 0)
+
+
+def test_auto_text_flag_line_makes_an_old_era_event() -> None:
+    """``u:name:FLAGS`` is a 5.18-6.3 line: flags ignored, not persistent, an
+    existing name answered whatever its fields, deletable by name."""
+    d = Dyn(None)
+    d.write("u:e:BPF_ITER u32 a")
+    d.write("u:e:BPF_ITER u64 b")  # 6.1 found the name, fields unread
+    assert d.dyn.render() == "u:e u32 a\n"
+    (event,) = d.registry.named("e")
+    assert event.legacy and not event.persist
+    d.write("-:e", USER)  # no CAP_PERFMON needed for a non-persistent event
+    assert d.dyn.render() == ""

@@ -73,7 +73,7 @@ class World:
         self.dynamic_events = DynamicEvents()
         self.registry = UserEventRegistry(self.table, self.memory, status_page=self.page,
                                           era=next(iter(self.abis)) if len(self.abis) == 1
-                                          else Abi.MAINLINE,
+                                          else None,
                                           on_created=self.dynamic_events.add,
                                           on_destroyed=self.dynamic_events.remove)
         self.dynamic_events.providers.append(UserEventsProvider(self.registry))

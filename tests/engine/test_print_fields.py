@@ -10,10 +10,13 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tracefs_fuse.engine._field import TRACE_ENTRY, Field
-from tracefs_fuse.engine._print_fields import (TRACE_SEQ_BUFFER_SIZE, FilterType, TraceSeq,
-                                               filter_assign_type, isprint, print_event_fields)
+from tracefs_fuse.engine._print_fields import (TRACE_SEQ_BUFFER_SIZE, FieldsPrinter, FilterType,
+                                               TraceSeq, filter_assign_type, isprint,
+                                               print_event_fields)
 from tracefs_fuse.engine._user_command import parse_fields
 
 
@@ -77,6 +80,7 @@ def loc(offset: int, length: int) -> bytes:
 ])
 def test_field_values(args: str, payload: bytes, text: str) -> None:
     assert printed(args, payload) == f"e:{text}\n"
+    assert FieldsPrinter("e", parse_fields(args)).text(entry(payload)) == f"e:{text}\n"
 
 
 def test_no_fields() -> None:
@@ -148,3 +152,60 @@ def test_long_array_is_cut_at_the_last_piece_that_fits() -> None:
     text = seq.text()
     assert seq.full and not text.endswith("\n")
     assert len(text) == TRACE_SEQ_BUFFER_SIZE - 1 and text.endswith(",00")
+
+
+# -- the compiled printer --------------------------------------------------------------
+
+#: (type, size) of every kind of field the printer tells apart.
+_FIELD_KINDS = [("u8", 1), ("s8", 1), ("char", 1), ("u16", 2), ("s16", 2), ("u32", 4),
+                ("s32", 4), ("int", 4), ("u64", 8), ("s64", 8), ("char[5]", 5),
+                ("unsigned char[3]", 3), ("__data_loc char[]", 4), ("__rel_loc char[]", 4),
+                ("__data_loc u8[]", 4), ("__rel_loc u32[]", 4), ("__data_loc cpumask_t[]", 4),
+                ("struct x[2]", 2), ("struct s", 3), ("struct t", 16), ("const char *", 8),
+                ("char *", 8)]
+
+
+@st.composite
+def _layouts(draw: st.DrawFn) -> tuple[tuple[Field, ...], bytes]:
+    """Fields of any kind, laid out one after the other or anywhere, and a record."""
+    kinds = draw(st.lists(st.sampled_from(_FIELD_KINDS), max_size=6))
+    packed = draw(st.booleans())
+    fields, offset = [], TRACE_ENTRY.size
+    for i, (type_, size) in enumerate(kinds):
+        if not packed:
+            offset = draw(st.integers(TRACE_ENTRY.size, 40))
+        fields.append(Field(type=type_, name=f"f{i}%", offset=offset, size=size,
+                            is_signed=type_.startswith("s")))
+        offset += size
+    end = max((f.offset + f.size for f in fields), default=TRACE_ENTRY.size)
+    length = draw(st.integers(TRACE_ENTRY.size, end + 24))
+    # Small loc words point inside the record more often than random ones.
+    byte = st.sampled_from([0, 1, 3, 12, 16, 0x41, 0x7F, 0xA0, 0xFF]) | st.integers(0, 255)
+    body = draw(st.lists(byte, min_size=length - TRACE_ENTRY.size,
+                         max_size=length - TRACE_ENTRY.size))
+    return tuple(fields), TRACE_ENTRY.pack(1000, 0, 0, 1) + bytes(body)
+
+
+@given(_layouts())
+def test_the_compiled_printer_writes_what_the_pieces_write(
+        layout: tuple[tuple[Field, ...], bytes]) -> None:
+    fields, data = layout
+    seq = TraceSeq()
+    print_event_fields(seq, "e%s", fields, data)
+    text = FieldsPrinter("e%s", fields).text(data)
+    if text is None:  # too short for some field: left to the pieces
+        assert len(data) < max(f.offset + f.size for f in fields)
+    else:
+        assert text == seq.text() and not seq.full
+
+
+def test_the_compiled_printer_leaves_short_records_to_the_pieces() -> None:
+    fields = parse_fields("u32 a; u64 b")
+    assert FieldsPrinter("e", fields).text(entry(b"\x01\0\x30\0")) is None
+
+
+def test_the_compiled_printer_returns_lines_longer_than_a_sequence_whole() -> None:
+    # The caller sees that it does not fit and prints piece by piece instead.
+    data = entry(loc(12, 3000) + bytes(3000))
+    text = FieldsPrinter("e", parse_fields("__data_loc u8[] a")).text(data)
+    assert text == "e: a=" + ",".join(["00"] * 3000) + "\n"

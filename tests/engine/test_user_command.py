@@ -1,7 +1,8 @@
 """The user_events command grammar against what the real kernel answered.
 
-Rows come from ../shared/reference/oracle-captures.md §3 (Linux 6.12.117 with
-CONFIG_USER_EVENTS): each command either registers or gets EINVAL.
+Rows come from what Linux 6.12.117 with CONFIG_USER_EVENTS answered, booted by
+the project's oracle (``tests/oracle/kernel``, docs/oracle.md): each command
+either registers or gets EINVAL.
 """
 
 from __future__ import annotations

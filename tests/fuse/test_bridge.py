@@ -355,8 +355,11 @@ def test_check_fails_when_pyfuse3_imported_first(tmp_path: Path) -> None:
             fs.events.wait_for("ready", MOUNT_TIMEOUT_S)
         assert fs.proc.wait(EXIT_TIMEOUT_S) != 0
         log = fs.log.read_text()
-        assert ("bridge inactive: pyfuse3 was imported before "
-                "tracefs_fuse.fuse._session loaded the bridge") in log
+        assert ("bridge inactive: pyfuse3 was imported before tracefs-fuse loaded "
+                "its FUSE bridge") in log
+        # The advice names the public API, never a private module.
+        assert "import tracefs_fuse.serve (from tracefs_fuse import serve)" in log
+        assert "._session" not in log
         assert not os.path.ismount(fs.mnt)  # the failed check unmounted
     finally:
         fs.cleanup()

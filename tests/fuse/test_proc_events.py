@@ -18,7 +18,7 @@ import trio.testing
 
 from tests.fuse.test_memory import TIMEOUT_S, Client, spawn  # noqa: F401  (fixture)
 from tracefs_fuse.engine._memory import Tgid
-from tracefs_fuse.fuse._memory import VmProcessMemory
+from tracefs_fuse.fuse._memory import ClientMemory
 from tracefs_fuse.fuse._proc_events import (
     CN_IDX_PROC,
     CN_VAL_PROC,
@@ -229,17 +229,17 @@ def watcher() -> Iterator[ExitWatcher]:
 async def test_exit_watcher_reports_group_exit_not_leader_exit(
         connector: ProcConnector, watcher: ExitWatcher, c_client: Callable[[str], Path],
         spawn: Callable[..., Client]) -> None:
-    memory = VmProcessMemory()
+    memory = ClientMemory()
     client = spawn(c_client("mem_leader"))
     tid = int(client.banner["tid"])
     leader = await next_matching(connector, lambda e: isinstance(e, ExitEvent)
                                  and e.pid == client.pid)
     assert isinstance(leader, ExitEvent) and leader.is_leader
-    memory.track(client.pid)
-    watcher.watch(client.pid, memory.pidfd(client.pid))
+    image = memory.pin_caller(client.pid, tid)
+    watcher.watch(client.pid, image.pidfd.fd)
     # The leader is gone, the process is not.
     assert watcher.exited_nowait() == []
-    assert memory.is_current(client.pid)
+    assert image.alive()
     client.ask("word")
     client.quit()
     with trio.fail_after(TIMEOUT_S):
@@ -247,7 +247,7 @@ async def test_exit_watcher_reports_group_exit_not_leader_exit(
     last = await next_matching(connector, lambda e: isinstance(e, ExitEvent) and e.pid == tid)
     assert isinstance(last, ExitEvent) and not last.is_leader
     assert watcher.statistics() == WatcherStatistics(watched=0, exits=1)
-    assert not memory.is_current(client.pid)
+    assert not image.alive()
     memory.close()
 
 
@@ -299,18 +299,20 @@ async def test_exit_watcher_close_wakes_a_waiter(watcher: ExitWatcher) -> None:
     watcher.close()
 
 
-async def test_exec_event_is_a_hint_decided_by_is_current(
+async def test_exec_event_is_a_hint_decided_by_the_pinned_image(
         connector: ProcConnector, pages: Callable[[], Client]) -> None:
-    memory = VmProcessMemory()
+    memory = ClientMemory()
     client = pages()
-    memory.track(client.pid)
+    old = memory.pin_caller(client.pid, client.pid)
     assert client.ask("exec") == "exec'd"
     client.readline()  # the new image's banner: it runs, and could register
-    # The new image registers before its exec event is handled: tracked anew.
-    assert memory.track(client.pid) is True
+    # The new image registers before its exec event is handled: pinned anew.
+    new = memory.pin_caller(client.pid, client.pid)
+    assert new is not old and not old.alive()
     execed = await next_matching(connector, lambda e: isinstance(e, ExecEvent)
                                  and e.tgid == client.pid)
     assert isinstance(execed, ExecEvent)
     # Handling the late event must not drop the new image's state.
-    assert memory.is_current(execed.tgid)
+    image = memory.image(execed.tgid)
+    assert image is new and image.alive()
     memory.close()

@@ -16,6 +16,9 @@ from typing import Iterator
 
 import pytest
 
+from ..ordinary_user import User
+from ..ordinary_user import ordinary_user as new_user
+
 
 class Mount:
     """A running daemon and its mountpoint."""
@@ -71,15 +74,30 @@ def stop_mount(mount: Mount) -> None:
     try:
         rc = mount.proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
+        stacks = _stacks(mount.proc.pid)
         subprocess.run(["fusermount3", "-u", "-z", str(mount.path)])
         mount.proc.kill()
         mount.proc.wait()
-        raise AssertionError(f"daemon did not exit after unmount:\n{mount.log_text()}")
+        # A copy of the mount in another mount namespace (any unshare --mount
+        # made while it existed) keeps the connection, and the daemon, alive.
+        raise AssertionError(
+            f"daemon did not exit after unmount (fusermount3: {result.returncode} "
+            f"{result.stderr.decode(errors='replace').strip()}):\n{stacks}\n{mount.log_text()}")
     assert result.returncode == 0, result.stderr
     assert rc == 0, f"daemon exited with {rc}:\n{mount.log_text()}"
     errors = [line for line in mount.log_text().splitlines()
               if " ERROR " in line and not line.endswith(_LATE_RELEASE)]
     assert not errors, "daemon logged errors:\n" + "\n".join(errors)
+
+
+def _stacks(pid: int) -> str:
+    """The daemon's Python stacks, where py-spy is installed (the bench extra)."""
+    try:
+        spy = os.path.join(os.path.dirname(sys.executable), "py-spy")
+        return subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True,
+                              text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"(no stacks: {exc})"
 
 
 #: Unmounting aborts the connection (fuse_conn_destroy -> fuse_abort_conn)
@@ -101,3 +119,10 @@ def tracefs(tmp_path: Path, mount_options: tuple[str, ...]) -> Iterator[Mount]:
         yield mount
     finally:
         stop_mount(mount)
+
+
+@pytest.fixture(scope="session")
+def ordinary_user() -> Iterator[User]:
+    """An ordinary user for the session (``tests/ordinary_user.py``), removed at its end."""
+    with new_user("it") as user:
+        yield user

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -106,3 +107,66 @@ def test_sigterm_to_a_mount_daemon_unmounts_cleanly(tmp_path) -> None:  # type: 
     mount.proc.send_signal(signal.SIGTERM)
     assert mount.proc.wait(timeout=30) == 0, mount.log_text()
     assert not os.path.ismount(mount.path)
+
+
+def test_run_beside_a_tracefs_at_a_path_with_a_space(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # mountinfo writes the space as \040: the tracefs must still be found and
+    # detached inside run's namespace (issue 13, fidelity 4).
+    spaced = tmp_path / "a b"
+    spaced.mkdir()
+    result = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+         'mount -t tracefs nodev "$0" && exec "$@"', str(spaced), *RUN,
+         "sh", "-c", "grep -c ' tracefs ' /proc/mounts"],
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "1\n"  # only the one beneath ours at /sys/kernel/tracing
+
+
+def test_mount_at_a_path_with_a_space(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from .conftest import start_mount, stop_mount
+
+    mount = start_mount(tmp_path / "a b", tmp_path / "log")
+    try:
+        assert mount.read("user_events_status") == "\nActive: 0\nBusy: 0\n"
+    finally:
+        stop_mount(mount)
+
+
+# A refused write while the command runs makes the daemon log a line (at info).
+REFUSED_THEN_MORE = ("echo before >&2; echo bogus >> /sys/kernel/tracing/dynamic_events; "
+                     "echo after >&2")
+REFUSAL = "write dynamic_events from pid"
+
+
+def test_run_holds_the_daemon_log_back_until_the_command_exits() -> None:
+    result = subprocess.run([*RUN[:-1], "--log-level", "info", "--", "sh", "-c",
+                             REFUSED_THEN_MORE], capture_output=True, text=True, timeout=60)
+    lines = result.stderr.splitlines()
+    assert lines[:3] == ["before", "sh: 1: echo: echo: I/O error", "after"]
+    assert any(REFUSAL in line for line in lines[3:]), result.stderr
+
+
+def test_run_log_dash_interleaves_as_asked() -> None:
+    result = subprocess.run([*RUN[:-1], "--log-level", "info", "--log", "-", "--", "sh", "-c",
+                             REFUSED_THEN_MORE], capture_output=True, text=True, timeout=60)
+    lines = result.stderr.splitlines()
+    refusal = next(i for i, line in enumerate(lines) if REFUSAL in line)
+    assert lines.index("before") < refusal < lines.index("after")
+
+
+def test_run_log_file_keeps_stderr_the_command_s(  # type: ignore[no-untyped-def]
+        tmp_path, c_client) -> None:
+    log = tmp_path / "daemon.log"
+    result = subprocess.run([*RUN[:-1], "--log-level", "info", "--log", str(log), "--",
+                             str(c_client("ue_cases")), "/sys/kernel/tracing"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    text = log.read_text()
+    # One line per refused request, naming it and its caller; no libfuse dump.
+    assert re.search(r"^tracefs-fuse\[\d+\] INFO tracefs_fuse\.fuse\._errno: ioctl DIAG_IOCSREG "
+                     r"from pid \d+ \(ue_cases\): EADDRINUSE: \S+ exists with other fields$",
+                     text, re.MULTILINE), text
+    assert all(line.startswith("tracefs-fuse[") for line in text.splitlines()), text
+    assert "unique:" not in text and "opcode" not in text

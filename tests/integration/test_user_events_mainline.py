@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ..client_suite import UE_FLOW
 from .conftest import Mount
 
 pytestmark = pytest.mark.uses_fuse
@@ -22,15 +23,7 @@ def run(exe: Path, *args: str) -> str:
 
 def test_full_flow(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]
     out = run(c_client("ue_flow"), str(tracefs))
-    assert out.splitlines() == [
-        "registered index=0 size=28 bit=31 enabled=0x5a5a0000",
-        "enabled=0xda5a0000",
-        "writev=24",
-        "disabled enabled=0x5a5a0000",
-        "writev disabled=-1 errno=9",
-        "unregistered enabled=0x5a5a0000",
-        "after close: deleted",
-    ]
+    assert tuple(out.splitlines()) == UE_FLOW.expected
 
 
 def test_errno_table_matches_the_kernel(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]

@@ -9,6 +9,7 @@ errno the kernel would return.
 The public surface is re-exported here; the modules themselves are private.
 """
 
+from ._auto_enable import EnablePattern as EnablePattern
 from ._clock import ManualClock as ManualClock
 from ._clock import TraceClocks as TraceClocks
 from ._errors import TracefsError as TracefsError
@@ -20,5 +21,5 @@ from ._tracefs import ABI_MODES as ABI_MODES
 from ._tracefs import Tracefs as Tracefs
 from ._uapi import Abi as Abi
 
-__all__ = ["ABI_MODES", "Abi", "ManualClock", "ProcessMemory", "Task", "Tgid", "TraceClocks",
-           "Tracefs", "TracefsError", "WouldBlock"]
+__all__ = ["ABI_MODES", "Abi", "EnablePattern", "ManualClock", "ProcessMemory", "Task", "Tgid",
+           "TraceClocks", "Tracefs", "TracefsError", "WouldBlock"]

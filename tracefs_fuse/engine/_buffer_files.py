@@ -17,6 +17,7 @@ Kernel: kernel/trace/trace.c (``tracing_entries_*``, ``tracing_clock_*``,
 from __future__ import annotations
 
 import errno
+import os  # open-flag constants only
 from typing import Callable, Iterator
 
 from ._clock import TraceClocks
@@ -53,20 +54,61 @@ def render_cpumask(mask: int, nr_cpus: int) -> str:
 
 
 def parse_cpumask(data: bytes, nr_cpus: int) -> int:
-    """``cpumask_parse_user`` (``bitmap_parse``): comma-separated 32-bit hex chunks.
+    """``cpumask_parse_user`` (lib/bitmap-str.c ``bitmap_parse``), as it reads.
+
+    The text ends at the first newline or NUL. From its end backwards: runs
+    of white space and commas separate chunks of up to 8 hex digits, each
+    32 bits of the mask, least significant first; more chunks than the mask
+    has 32-bit words, or a ninth digit in a chunk, is EOVERFLOW; any other
+    character where a digit must be is EINVAL, except the one right before
+    an eighth digit, which is skipped (``bitmap_get_x32_reverse`` steps over
+    it). Bits past ``nr_cpus`` in the last word are EOVERFLOW.
 
     Raises:
-        TracefsError: EINVAL for malformed text, EOVERFLOW beyond the CPUs.
+        TracefsError: EINVAL or EOVERFLOW, as above.
     """
-    text = data.split(b"\0", 1)[0].decode("latin-1").strip(KERNEL_SPACE)
-    mask = 0
-    for chunk in text.split(","):
-        if not chunk or len(chunk) > 8 or any(c not in "0123456789abcdefABCDEF" for c in chunk):
-            raise TracefsError(errno.EINVAL, f"bad cpumask {text!r}")
-        mask = mask << 32 | int(chunk, 16)
+    text = data.split(b"\0", 1)[0].split(b"\n", 1)[0]
+    words = -(-nr_cpus // 32)
+    mask, chunk, end = 0, 0, len(text) - 1
+    while True:
+        while end >= 0 and _end_of_region(text[end]):
+            end -= 1
+        if end < 0:
+            break
+        if chunk == words:
+            raise TracefsError(errno.EOVERFLOW, f"cpumask {text!r} has more than {words} words")
+        value, end = _get_x32_reverse(text, end)
+        mask |= value << 32 * chunk
+        chunk += 1
     if mask >> nr_cpus:
         raise TracefsError(errno.EOVERFLOW, f"cpumask {text!r} names CPUs beyond {nr_cpus}")
     return mask
+
+
+def _end_of_region(c: int) -> bool:
+    return chr(c) in KERNEL_SPACE or c == ord(",")
+
+
+def _hex_digit(c: int) -> int:
+    """``hex_to_bin``: the digit's value, or -1."""
+    char = chr(c)
+    return int(char, 16) if char in "0123456789abcdefABCDEF" else -1
+
+
+def _get_x32_reverse(text: bytes, end: int) -> tuple[int, int]:
+    """One chunk, read backwards from ``end``: (its value, where the next begins)."""
+    value = 0
+    for shift in range(0, 32, 4):
+        digit = _hex_digit(text[end])
+        end -= 1
+        if digit < 0:
+            raise TracefsError(errno.EINVAL, f"cpumask {text!r}: not a hex digit")
+        value |= digit << shift
+        if end < 0 or _end_of_region(text[end]):
+            return value, end
+    if _hex_digit(text[end]) >= 0:
+        raise TracefsError(errno.EOVERFLOW, f"cpumask {text!r}: a chunk longer than 32 bits")
+    return value, end - 1
 
 
 # include/uapi/linux/trace_mmap.h: #define TRACE_MMAP_IOCTL_GET_READER _IO('R', 0x20)
@@ -79,9 +121,11 @@ class RawPipeFile(OpenFile):
     kind = FileKind.MAPPABLE_PIPE
 
     def __init__(self, buffer: RingBuffer, cpu: int, buffer_percent: Callable[[], int],
-                 publish: Callable[[MmapUpdate], None]) -> None:
+                 publish: Callable[[MmapUpdate], None], *, nonblock: bool = False) -> None:
         self.buffer = buffer
         self.cpu = cpu
+        #: O_NONBLOCK at open (a later fcntl() never reaches a FUSE daemon).
+        self.nonblock = nonblock
         self.buffer_percent = buffer_percent
         self.publish = publish
         self.reader = buffer.open_raw_reader(cpu)
@@ -126,9 +170,21 @@ class RawPipeFile(OpenFile):
         if cmd == 0:
             return 0  # "wake up waiters": the adapter wakes this file's readers
         if cmd == TRACE_MMAP_IOCTL_GET_READER:
-            self.publish(self.buffer.map_get_reader(self.cpu))
-            return 0
+            # tracing_buffers_ioctl: a blocking descriptor first waits
+            # (ring_buffer_wait) for buffer_percent of data, or a wakeup.
+            if not self.nonblock and not self.poll():
+                raise WouldBlock("GET_READER waits for buffer_percent")
+            return self.get_reader()
         return super().ioctl(cmd, arg, task)
+
+    def get_reader(self) -> int:
+        """``ring_buffer_map_get_reader``, without waiting (after a wakeup).
+
+        Raises:
+            TracefsError: ENODEV if the buffer is not mapped.
+        """
+        self.publish(self.buffer.map_get_reader(self.cpu))
+        return 0
 
     def release(self) -> None:
         self.reader.close()
@@ -220,6 +276,8 @@ class BufferFiles:
         return len(data)
 
     def _write_cpumask(self, data: bytes, task: Task) -> int:
+        if not data:
+            raise TracefsError(errno.EINVAL, "empty cpumask write")  # tracing_cpumask_write
         self.tr.cpumask = parse_cpumask(data, self.nr_cpus)
         return len(data)
 
@@ -254,7 +312,8 @@ class BufferFiles:
         yield text_file("stats", lambda: buffer.render_stats(cpu).decode())
         yield File("trace_pipe_raw", TRACE_MODE_READ,
                    lambda flags, task: RawPipeFile(buffer, cpu, lambda: self.buffer_percent,
-                                                   self._publisher(cpu)),
+                                                   self._publisher(cpu),
+                                                   nonblock=bool(flags & os.O_NONBLOCK)),
                    FileKind.MAPPABLE_PIPE)
         yield self.output.trace_node(cpu)
         yield self.output.trace_pipe_node(cpu)

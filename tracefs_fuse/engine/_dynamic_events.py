@@ -156,14 +156,14 @@ class DynamicEvents:
         if system is None and not target:
             raise TracefsError(errno.EINVAL, "no event named")
         try:
-            error: TracefsError | None = TracefsError(errno.ENOENT, f"no dynamic event {target!r}")
-            for entry in list(self.entries):
-                if not entry.match(system, target, argv[1:]):
-                    continue
+            # Every match is decided before anything is freed: the kernel's
+            # matchers look at one event each, so this is its loop, and an
+            # auto mount's user events look at their namesakes (UserEvent.match).
+            matched = [entry for entry in self.entries if entry.match(system, target, argv[1:])]
+            if not matched:
+                raise TracefsError(errno.ENOENT, f"no dynamic event {target!r}")
+            for entry in matched:
                 entry.free(task)
-                error = None
-            if error is not None:
-                raise error
         finally:
             self._on_release()
 

@@ -7,6 +7,10 @@ Rules:
     subclass it; the generic parts (format file, enabling bookkeeping) live here.
   * Ids come from one allocator per tracefs, lowest free first, like the
     kernel's ``trace_event_ida``; ftrace's built-in events keep fixed ids.
+  * Dynamic ids start above the host kernel's (:func:`first_dynamic_id`):
+    the id in ``events/*/id`` is what tools hand to ``perf_event_open``, which
+    goes to the host kernel; an id the host does not use makes that fail
+    (EINVAL) instead of attaching to some kernel event of the same number.
   * Probes are counted per kind, because user_events report *who* is attached
     (``# Used by ftrace perf other``) and keep a reference per probe.
 
@@ -27,11 +31,38 @@ from ._field import Field, render_format
 if TYPE_CHECKING:
     from ._task import Task
 
-#: First id handed to dynamic events. The kernel starts after the events built
-#: into it (a few hundred); we start well above ftrace's fixed ids (< 32).
-FIRST_DYNAMIC_ID = 1000
 #: ``common_type`` is an unsigned short.
 TRACE_EVENT_TYPE_MAX = 0xFFFF
+#: Ids left free above the host's highest for the host's own later events.
+#: The kernel hands every event type, built in or dynamic, the lowest free id
+#: of one ida from ``__TRACE_LAST_TYPE`` up (``alloc_trace_event_type``), so
+#: its static events hold the low ids and what it creates later (module
+#: events, kprobes, its own user events: ``trace_add_event_call``) takes the
+#: ids just above them.
+HOST_HEADROOM = 1000
+#: The first dynamic id when the host's ids cannot be read (no tracefs
+#: mounted and none mountable): above any plausible kernel (a distribution
+#: kernel with every module loaded has a few thousand events), leaving
+#: 49151 ids for ours.
+FIRST_ID_UNKNOWN_HOST = 0x4000
+
+
+def first_dynamic_id(host_highest: int | None) -> int:
+    """Where our dynamic ids start, given the host kernel's highest event id.
+
+    Args:
+        host_highest: the highest ``events/*/*/id`` of the host's tracefs, or
+            None if it could not be read.
+
+    Returns:
+        ``host_highest + 1 + HOST_HEADROOM`` (a host whose events left no
+        room past that gets ``TRACE_EVENT_TYPE_MAX + 1``: no ids, every
+        dynamic event is refused with ENODEV, as on that host itself), or
+        :data:`FIRST_ID_UNKNOWN_HOST`.
+    """
+    if host_highest is None:
+        return FIRST_ID_UNKNOWN_HOST
+    return min(host_highest + 1 + HOST_HEADROOM, TRACE_EVENT_TYPE_MAX + 1)
 
 
 class Probe(enum.IntFlag):
@@ -137,7 +168,7 @@ class EventFile:
 class EventTable:
     """Every event of one tracefs, by id and by ``system:name``, in list order."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_id: int = FIRST_ID_UNKNOWN_HOST) -> None:
         self._by_id: dict[int, TraceEvent] = {}
         self._by_name: dict[tuple[str, str], TraceEvent] = {}
         # trace_add_event_call() list_add()s at the head of ftrace_events, so
@@ -145,9 +176,12 @@ class EventTable:
         self._order: list[TraceEvent] = []
         #: Called with every removed event (trace arrays drop their files).
         self.removal_listeners: list[Callable[[TraceEvent], None]] = []
+        #: Called with an event about to be removed, still findable by its id:
+        #: the last moment its records can be read with its format.
+        self.retiring_listeners: list[Callable[[TraceEvent], None]] = []
         # The ida: ids below the high-water mark that were freed, lowest first.
         self._freed_ids: list[int] = []
-        self._next_id = FIRST_DYNAMIC_ID
+        self._first_id = self._next_id = first_id
 
     def add(self, event: TraceEvent, fixed_id: int | None = None) -> None:
         """Give ``event`` an id and make it visible.
@@ -166,8 +200,10 @@ class EventTable:
         self._order.insert(0, event)
 
     def remove(self, event: TraceEvent) -> None:
+        for listener in self.retiring_listeners:
+            listener(event)
         del self._by_id[event.id]
-        if event.id >= FIRST_DYNAMIC_ID:
+        if event.id >= self._first_id:
             heapq.heappush(self._freed_ids, event.id)
         del self._by_name[(event.system, event.name)]
         self._order.remove(event)

@@ -694,6 +694,7 @@ class CpuBuffer:
         buffer).
         """
         generation = self.generation
+        cpu = self.cpu
         page = self.reader_page
         read = page.read
         stamp = self.read_stamp if read else page.time_stamp
@@ -701,7 +702,7 @@ class CpuBuffer:
         # Bounded by the page count: the reader page and the whole ring.
         for _ in range(self.nr_pages + 1):  # pragma: no branch
             commit = page.commit
-            data = bytes(memoryview(page.data)[:BUF_PAGE_HDR_SIZE + commit])
+            data = bytes(page.view[:BUF_PAGE_HDR_SIZE + commit])
             off = BUF_PAGE_HDR_SIZE + read
             end = BUF_PAGE_HDR_SIZE + commit
             while off < end:
@@ -720,7 +721,7 @@ class CpuBuffer:
                     else:
                         stop = off + 4 + array0
                         body = data[off + 8:stop]
-                    yield TraceRecord(cpu=self.cpu, ts=stamp, data=body)
+                    yield TraceRecord(cpu, stamp, body)
                     if self.generation != generation:
                         return
                     off = stop
@@ -975,11 +976,13 @@ class TraceIterator:
         self._cpu_buffers = cpu_buffers
         for cpu_buffer in cpu_buffers:
             cpu_buffer.resize_disabled += 1
-        self._merged = heapq.merge(*(cb.iterate() for cb in cpu_buffers), key=_by_ts)
+        records = [cb.iterate() for cb in cpu_buffers]
+        self._merged: Iterator[TraceRecord] = (
+            records[0] if len(records) == 1 else heapq.merge(*records, key=_by_ts))
         self._closed = False
 
-    def __iter__(self) -> TraceIterator:
-        return self
+    def __iter__(self) -> Iterator[TraceRecord]:
+        return self._merged
 
     def __next__(self) -> TraceRecord:
         return next(self._merged)
@@ -1045,7 +1048,7 @@ class TracePipeRawReader:
                 return b""
             self._read = 0
         size = min(page_size - self._read, count)
-        chunk = bytes(spare.data[self._read:self._read + size])
+        chunk = bytes(spare.view[self._read:self._read + size])
         self._read += size
         return chunk
 

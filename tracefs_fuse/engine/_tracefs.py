@@ -18,11 +18,12 @@ from typing import Iterator
 
 import msgspec
 
+from ._auto_enable import AutoEnable
 from ._buffer_files import BufferFiles, cmdline_entries
 from ._clock import TraceClocks
 from ._control_files import render_available_events, set_event_node, tracing_on_node
 from ._dynamic_events import DynamicEvents
-from ._events import EventTable
+from ._events import FIRST_ID_UNKNOWN_HOST, EventTable
 from ._error_log import ErrorLog, error_log_node
 from ._events_dir import EventsDir
 from ._ftrace_events import (TRACE_PRINT, TRACE_RAW_DATA, mark_raw_write, mark_write,
@@ -40,7 +41,8 @@ from ._task import Task
 from ._trace_array import SavedCmdlines, TraceArray
 from ._tree import Dir, File, Mappable, Node, text_file
 from ._uapi import Abi
-from ._user_events import DEFAULT_USER_EVENTS_MAX, UserEventRegistry, UserEventsProvider
+from ._user_events import (DEFAULT_USER_EVENTS_MAX, UserEvent, UserEventRegistry,
+                           UserEventsProvider)
 from ._user_events_data import UserEventsData
 from ._user_events_files import user_events_data_node
 
@@ -78,16 +80,22 @@ class Tracefs:
         marker_ip: the address ``trace_marker`` records as its ``ip`` (the
             host's ``tracing_mark_write``, so that tools that resolve it with
             the host's kallsyms print the kernel's name).
+        auto_enable: patterns of user events to enable as they are created
+            (:class:`~._auto_enable.EnablePattern`; an option the kernel lacks).
+        first_event_id: the first id of dynamic events (the adapter passes
+            :func:`~._events.first_dynamic_id` of the host's highest).
     """
 
     def __init__(self, *, nr_cpus: int, memory: ProcessMemory, clocks: TraceClocks,
                  abi: str = "auto", user_events_max: int = DEFAULT_USER_EVENTS_MAX,
-                 buffer_size_kb: int = 1410, marker_ip: int = 0) -> None:
+                 buffer_size_kb: int = 1410, marker_ip: int = 0,
+                 auto_enable: tuple[str, ...] = (),
+                 first_event_id: int = FIRST_ID_UNKNOWN_HOST) -> None:
         self.nr_cpus = nr_cpus
         self.clocks = clocks
         self._page_updates: list[PageUpdate] = []
         self.marker_ip = marker_ip
-        self.events = EventTable()
+        self.events = EventTable(first_event_id)
         self.events.add(print_event(), fixed_id=TRACE_PRINT)
         self.events.add(raw_data_event(), fixed_id=TRACE_RAW_DATA)
         self.cmdlines = SavedCmdlines()
@@ -112,10 +120,11 @@ class Tracefs:
         self.status_page = (StatusPage(self.abis)
                             if any(era.has_status_page for era in self.abis) else None)
         self._status_version = 0
+        self.auto_enable = AutoEnable(self.top, auto_enable)
         self.registry = UserEventRegistry(
             self.events, memory, status_page=self.status_page, max_events=user_events_max,
-            era=next(iter(self.abis)) if len(self.abis) == 1 else Abi.MAINLINE,
-            on_created=self.dynamic_events.add, on_destroyed=self.dynamic_events.remove)
+            era=next(iter(self.abis)) if len(self.abis) == 1 else None,
+            on_created=self._user_event_created, on_destroyed=self.dynamic_events.remove)
         self.dynamic_events.providers.append(UserEventsProvider(self.registry))
         legacy = (LegacyRegistration(self.registry)
                   if self.status_page is not None else None)
@@ -125,6 +134,10 @@ class Tracefs:
             header_page=lambda: render_header_page(self.buffer.subbuf_size).decode("latin-1"),
             header_event=HEADER_EVENT.decode("latin-1"))
         self.root = Dir("", self._root_entries, mode=ROOT_MODE)
+
+    def _user_event_created(self, event: UserEvent) -> None:
+        self.dynamic_events.add(event)
+        self.auto_enable.created(event)
 
     # -- what the adapter polls ---------------------------------------------------------
 

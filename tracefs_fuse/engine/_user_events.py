@@ -12,6 +12,14 @@ Rules:
   * Enable bits live in client memory. Every change of an event's probes is
     written into every process holding an enabler for it, through the injected
     :class:`~._memory.ProcessMemory`, before the call that changed it returns.
+  * Enablers belong to a process image (:class:`UserEventMm`, the kernel's
+    ``struct user_event_mm``), found by key in O(1): by ``(addr, bit)`` in its
+    process, by identity in its event. A fork copies them without writing
+    (the child's memory is a copy); exec and exit detach the image at once,
+    so nothing is written into it again, and its enablers' references are
+    dropped either at once or, for the daemon, in bounded steps
+    (:meth:`UserEventRegistry.release_detached`), as the kernel drops them
+    from a work item after an RCU grace period.
   * Every operation checks everything it can before changing anything, so a
     failure leaves the registry as it was, with the kernel's own two
     exceptions: a registration whose enable bit cannot be written still leaves
@@ -24,7 +32,7 @@ Kernel: kernel/trace/trace_events_user.c (6.10+).
 from __future__ import annotations
 
 import errno
-from collections import Counter
+from collections import deque
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from . import _uapi as uapi
@@ -65,7 +73,8 @@ class UserEvent(TraceEvent):
             (f.offset, f.type.startswith("__rel_loc "), "char" in f.type)
             for f in fields if f.type.startswith(("__data_loc ", "__rel_loc ")))
         self.refcnt = 1 if self.self_ref else 0
-        self.enablers: list[Enabler] = []
+        #: Every enabler of every process for this event (an ordered set).
+        self.enablers: dict[Enabler, None] = {}
         #: Slot in the status page of the 5.18 (byte) / 6.1 (bit) ABIs.
         self.status_index: int | None = None
         self.status_bit: int | None = None
@@ -133,8 +142,13 @@ class UserEvent(TraceEvent):
                                                  uapi.USER_EVENTS_MULTI_SYSTEM):
             return False
         # 5.18-6.3 user_event_match(): "if (match && argc > 0)": without
-        # fields the name alone decides.
-        if self.legacy and not argv:
+        # fields the name alone decides. Mainline's user_fields_match():
+        # "if (argc == 0) return list_empty(head)". An auto mount takes the
+        # old meaning where the new one finds nothing: no field-less event of
+        # this name exists, where mainline would answer ENOENT
+        # (docs/emulation.md, "dynamic_events in an auto mount").
+        if not argv and (self.legacy or self.registry.era is None
+                         and all(e.fields for e in self.registry.named(self.reg_name))):
             return True
         return fields_match(self.fields, argv)
 
@@ -174,13 +188,34 @@ class Enabler:
 
     # No enable_size: on little-endian the bit's byte is addr + bit // 8 for
     # 32- and 64-bit values alike (align_addr_bit() only moves big-endian ones).
-    __slots__ = ("tgid", "event", "addr", "bit")
+    __slots__ = ("mm", "event", "addr", "bit")
 
-    def __init__(self, tgid: Tgid, event: UserEvent, addr: int, bit: int) -> None:
-        self.tgid = tgid
+    def __init__(self, mm: UserEventMm, event: UserEvent, addr: int, bit: int) -> None:
+        self.mm = mm
         self.event = event
         self.addr = addr
         self.bit = bit
+
+    @property
+    def tgid(self) -> Tgid:
+        return self.mm.tgid
+
+
+class UserEventMm:
+    """The enablers of one process image (``struct user_event_mm``).
+
+    Detached at exec or exit: from then on it is never written to, and its
+    enablers only wait for their references to be dropped.
+    """
+
+    __slots__ = ("tgid", "enablers", "detached")
+
+    def __init__(self, tgid: Tgid) -> None:
+        self.tgid = tgid
+        #: ``(addr, bit)`` -> enabler; the kernel refuses a second
+        #: registration of the same address and bit in one mm (EADDRINUSE).
+        self.enablers: dict[tuple[int, int], Enabler] = {}
+        self.detached = False
 
 
 class UserEventsFile:
@@ -213,14 +248,16 @@ class UserEventRegistry:
 
     def __init__(self, events: EventTable, memory: ProcessMemory, *,
                  status_page: StatusPage | None = None,
-                 max_events: int = DEFAULT_USER_EVENTS_MAX, era: Abi = Abi.MAINLINE,
+                 max_events: int = DEFAULT_USER_EVENTS_MAX, era: Abi | None = Abi.MAINLINE,
                  on_created: Callable[[UserEvent], None] = lambda event: None,
                  on_destroyed: Callable[[UserEvent], None] = lambda event: None) -> None:
         self.events = events
         self.memory = memory
         self.status_page = status_page
         self.max_events = max_events
-        #: The era ``dynamic_events`` creations follow: a pinned old mount's.
+        #: The era ``dynamic_events`` commands follow: a pinned mount's, or
+        #: None in an auto mount, where a command's own text decides
+        #: (:meth:`create_persistent`, :meth:`UserEvent.match`).
         self.era = era
         self._on_created = on_created
         self._on_destroyed = on_destroyed
@@ -229,11 +266,10 @@ class UserEventRegistry:
         self._serial = 0
         #: Per-group u64 counter naming multi-format tracepoints ``name.%llx``.
         self.multi_id = 0
-        #: Enablers per process (the kernel's per-mm lists).
-        self.mms: dict[Tgid, list[Enabler]] = {}
-        #: (addr, bit) of each process's enablers, counted: the EADDRINUSE
-        #: check is made on every registration.
-        self._sites: dict[Tgid, Counter[tuple[int, int]]] = {}
+        #: The live process images holding enablers (the kernel's user_event_mms).
+        self.mms: dict[Tgid, UserEventMm] = {}
+        #: Detached images whose enablers still hold their event references.
+        self._detached: deque[UserEventMm] = deque()
 
     # -- lookup ---------------------------------------------------------------
 
@@ -329,14 +365,20 @@ class UserEventRegistry:
         Raises:
             TracefsError: as :meth:`find_or_create`.
         """
-        if self.era is Abi.MAINLINE:
-            event, _ = self.find_or_create(split_command(command_text),
-                                           uapi.USER_EVENT_REG_PERSIST, task)
+        command = split_command(command_text)
+        era = self.era
+        if era is None:
+            # An auto mount: text flags (``name:BPF_ITER``) were parsed only
+            # by 5.18-6.3 and are refused by mainline whatever they say, so a
+            # line carrying them is an old-era line.
+            era = Abi.MAINLINE if command.flags is None else Abi.V6_1
+        if era is Abi.MAINLINE:
+            event, _ = self.find_or_create(command, uapi.USER_EVENT_REG_PERSIST, task)
         else:
             # 5.18-6.3 user_event_create(): text flags ignored, an existing
             # name returned whatever its fields, no PERSIST (the self
             # reference every event had then; deletable without CAP_PERFMON).
-            event, _ = self.find_or_create(split_command(command_text), 0, task, self.era)
+            event, _ = self.find_or_create(command, 0, task, era)
         event.put()
         return event
 
@@ -387,69 +429,96 @@ class UserEventRegistry:
     # -- enablers -------------------------------------------------------------
 
     def enabler_exists(self, tgid: Tgid, addr: int, bit: int) -> bool:
-        return (addr, bit) in self._sites.get(tgid, ())
+        mm = self.mms.get(tgid)
+        return mm is not None and (addr, bit) in mm.enablers
 
     def add_enabler(self, tgid: Tgid, event: UserEvent, addr: int, bit: int) -> bool:
         """``user_event_enabler_create``: write the current state, then track it.
 
         Returns False (and tracks nothing) when the bit cannot be written.
         """
-        enabler = Enabler(tgid, event, addr, bit)
+        mm = self.mms.get(tgid) or UserEventMm(tgid)
+        enabler = Enabler(mm, event, addr, bit)
         if not self._write_bit(enabler, bool(event.status)):
             return False
+        self.mms[tgid] = mm
         self._track(enabler)
         return True
 
     def remove_enablers(self, tgid: Tgid, addr: int, bit: int) -> int:
-        """``DIAG_IOCSUNREG``: drop this process's enablers of ``(addr, bit)``.
+        """``DIAG_IOCSUNREG``: drop this process's enabler of ``(addr, bit)``.
 
-        Returns how many were removed; the bit is cleared afterwards by the
-        caller whatever the event state (see :meth:`clear_bit`).
+        Returns how many were removed (0 or 1: a pair is registered once per
+        process); the bit is cleared afterwards by the caller whatever the
+        event state (see :meth:`clear_bit`).
         """
-        mine = self.mms.get(tgid, [])
-        gone = [e for e in mine if e.addr == addr and e.bit == bit]
-        for enabler in gone:
-            self._drop(enabler)
-        return len(gone)
+        mm = self.mms.get(tgid)
+        enabler = mm.enablers.pop((addr, bit), None) if mm is not None else None
+        if enabler is None:
+            return 0
+        self._release(enabler)
+        return 1
 
     def clear_bit(self, tgid: Tgid, addr: int, bit: int) -> bool:
-        return self._write_bit(Enabler(tgid, None, addr, bit), False)  # type: ignore[arg-type]
+        mm = self.mms.get(tgid) or UserEventMm(tgid)
+        return self._write_bit(Enabler(mm, None, addr, bit), False)  # type: ignore[arg-type]
 
     def fork(self, parent: Tgid, child: Tgid) -> None:
         """``user_event_mm_dup``: the child gets a copy of every enabler.
 
-        No memory is written: the child's memory is a copy of the parent's.
-        The adapter calls :meth:`sync` once it knows the child has not exec'd,
-        in case a state change raced with the fork.
+        No memory is written: the child's memory is a copy of the parent's,
+        and the caller hands over a child before any later change of state is
+        written (so the child gets that write with everyone else).
         """
-        for enabler in list(self.mms.get(parent, ())):
-            self._track(Enabler(child, enabler.event, enabler.addr, enabler.bit))
+        source = self.mms.get(parent)
+        if source is None or not source.enablers:
+            return
+        assert child not in self.mms, f"{child} already holds enablers"
+        mm = self.mms[child] = UserEventMm(child)
+        for enabler in source.enablers.values():
+            self._track(Enabler(mm, enabler.event, enabler.addr, enabler.bit))
 
-    def sync(self, tgid: Tgid) -> None:
-        """Write the current state of every enabler of one process."""
-        for enabler in list(self.mms.get(tgid, ())):
-            self._write_bit(enabler, bool(enabler.event.status))
+    def exit(self, tgid: Tgid, *, deferred: bool = False) -> None:
+        """``user_event_mm_remove``: exec or exit drops every enabler, unwritten.
 
-    def exit(self, tgid: Tgid) -> None:
-        """``user_event_mm_remove``: exec or exit drops every enabler, unwritten."""
-        self._sites.pop(tgid, None)
-        for enabler in self.mms.pop(tgid, []):
-            enabler.event.enablers.remove(enabler)
-            enabler.event.put()
+        The image is detached at once: nothing is written into it again and a
+        new image under the same number starts afresh. Its enablers' event
+        references are dropped now, or with ``deferred`` left to
+        :meth:`release_detached` (which may then destroy events), so that a
+        process with many enablers never holds everyone else up.
+        """
+        mm = self.mms.pop(tgid, None)
+        if mm is None:
+            return
+        mm.detached = True
+        self._detached.append(mm)
+        if not deferred:
+            self.release_detached()
+
+    def release_detached(self, budget: int | None = None) -> bool:
+        """Drop the references of detached images' enablers, at most ``budget``.
+
+        Returns True once nothing is left to drop.
+        """
+        done = 0
+        while self._detached:
+            enablers = self._detached[0].enablers
+            while enablers:
+                if budget is not None and done >= budget:
+                    return False
+                _, enabler = enablers.popitem()
+                self._release(enabler)
+                done += 1
+            self._detached.popleft()
+        return True
 
     def _track(self, enabler: Enabler) -> None:
         enabler.event.get()
-        enabler.event.enablers.append(enabler)
-        self.mms.setdefault(enabler.tgid, []).append(enabler)
-        self._sites.setdefault(enabler.tgid, Counter())[(enabler.addr, enabler.bit)] += 1
+        enabler.event.enablers[enabler] = None
+        enabler.mm.enablers[(enabler.addr, enabler.bit)] = enabler
 
-    def _drop(self, enabler: Enabler) -> None:
-        self.mms[enabler.tgid].remove(enabler)
-        sites = self._sites[enabler.tgid]
-        sites[(enabler.addr, enabler.bit)] -= 1
-        if not sites[(enabler.addr, enabler.bit)]:
-            del sites[(enabler.addr, enabler.bit)]
-        enabler.event.enablers.remove(enabler)
+    def _release(self, enabler: Enabler) -> None:
+        del enabler.event.enablers[enabler]
         enabler.event.put()
 
     def publish(self, event: UserEvent) -> None:
@@ -458,7 +527,8 @@ class UserEventRegistry:
         for enabler in list(event.enablers):
             # A fault leaves the enabler registered: the kernel retries from a
             # work item, then gives up with a warning.
-            self._write_bit(enabler, enabled)
+            if not enabler.mm.detached:
+                self._write_bit(enabler, enabled)
         if self.status_page is not None:
             self.status_page.update(event)
 

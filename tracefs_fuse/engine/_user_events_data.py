@@ -118,10 +118,10 @@ class UserEventsData:
             if abi is Abi.MAINLINE and size < uapi.USER_REG.size:
                 raise TracefsError(errno.EINVAL, f"user_reg.size {size} is below 28")
             return abi
-        abi = uapi.abi_of_size(size)
-        if abi is None:
+        era = uapi.abi_of_size(size)
+        if era is None:
             raise TracefsError(errno.EINVAL, f"user_reg.size {size} matches no ABI")
-        return abi
+        return era
 
     def _register_mainline(self, file: UserEventsFile, arg: int, size: int, task: Task) -> None:
         raw = copy_struct_from_user(self.memory, task, arg, size, uapi.USER_REG.size)

@@ -1,89 +1,83 @@
-"""Other processes' memory, reached the way user_events reaches it: by address.
+"""Clients' memory, reached the two ways user_events reaches it.
 
-The kernel writes enable bits with ``pin_user_pages_remote(FOLL_WRITE)`` into
-the ``mm`` of every registered process (kernel/trace/trace_events_user.c,
-``user_event_enabler_write``). From user space the closest equivalent is
-``process_vm_readv``/``process_vm_writev`` (mm/process_vm_access.c): they go
-through the same GUP path without ``FOLL_FORCE``, so a read-only mapping
-refuses the write exactly as the kernel's pin does. ``/proc/<pid>/mem`` is not
-an option for writing: it forces writes through read-only mappings.
+The kernel touches a process's memory in two ways, and so do we:
+
+* ``copy_from_user``/``put_user`` on the *caller's* memory, while its ioctl
+  runs (the struct, the name, ``write_index``, the first write of an enable
+  bit). Here: ``process_vm_readv``/``process_vm_writev`` on the calling
+  thread, inside :meth:`ClientMemory.serving`. Nothing can swap that memory
+  for another meanwhile: the caller sleeps uninterruptibly until our reply
+  (fs/fuse/dev.c ``request_wait_answer``, once the request is read), and an
+  exec by another of its threads first waits for every other thread to die
+  (fs/exec.c ``begin_new_exec``: ``de_thread`` before ``exec_mmap``).
+  ``process_vm_*`` go through GUP without ``FOLL_FORCE``, so a read-only
+  mapping refuses a write exactly as the kernel's pin does.
+* ``pin_user_pages_remote`` into a *registered image* (``user_event_mm``),
+  at any later time (enable and disable). Here: an fd of ``/proc/<pid>/mem``
+  opened while the process was known to run that image (an :class:`Image`).
+  It pins that ``mm``: once the image is replaced (exec) or gone (exit), the
+  fd reads and writes nothing (fs/proc/base.c ``mem_rw``:
+  ``mmget_not_zero``), whatever runs under the number now. A write can fail;
+  it can never land in another image. No read-modify-write spans two images
+  either: both halves go through the same fd.
+
+An image is pinned (:meth:`ClientMemory.pin_caller`) while one of its threads
+has a request in flight, so the pin is exact; or, for a forked child found
+later (:meth:`ClientMemory.pin_copy`), only after checking that the mm pinned
+is a fork copy of a known image: ``PF_FORKNOEXEC`` still set, the same memory
+layout (``/proc/<pid>/stat`` fields 26-28 and 45-51, copied by ``dup_mm``, set
+afresh and randomised by every exec), and the same 16 ``AT_RANDOM`` bytes at
+the same address (written at exec by ``create_elf_tables``, a fresh random
+value every exec, ASLR or not; a fork copies them). The layout is read after
+the fd is opened, so an exec between the two makes them disagree.
 
 Rules:
-  * Transfers are split at page boundaries, one remote iovec per page, because
-    the syscalls only report progress per iovec: the byte count returned then
-    says exactly where the first fault is, like a partial ``copy_from_user``.
-  * A pid is a number that the kernel hands out again once its process has been
-    reaped. Nothing is ever *written* into a thread group that is not tracked
-    (:meth:`VmProcessMemory.track`). Tracking pins two identities:
-      - a pidfd, which names the ``struct pid`` rather than the number and polls
-        readable once the whole thread group has exited;
-      - an open ``/proc/<tgid>/mem``, which pins the ``mm`` the process had
-        when it was tracked: once the process execs or exits, reading it
-        returns end-of-file, because that ``mm`` has no users left.
-    Every write checks both before the syscall, and the pidfd again after it.
-  * Reads are not checked: reading a stranger's memory cannot hurt anyone, and
-    the engine never writes what it read unless a checked write follows.
-  * ``process_vm_*`` look up the pid they are given and use *that task's*
-    ``mm``. A thread-group leader that has exited before its other threads is a
-    zombie without an ``mm``, so the syscalls fail with ESRCH although the
-    process lives on; the transfer is then retried through a live thread.
+  * Nothing is written into a process outside its own request except through
+    its pinned image; an untracked process is never written to.
+  * Transfers stop at the first fault and report how far they got, like a
+    partial ``copy_from_user``: ``process_vm_*`` one iovec per page (they
+    report progress per iovec), ``/proc/<pid>/mem`` page by page by itself.
+  * Every image also holds a pidfd: it names the ``struct pid`` and polls
+    readable once the whole thread group has exited (the exit source).
 
-Costs (2-CPU test VM, Python 3.11, best of 9 runs of 2*10^4 calls; quiet
-machine, then in brackets with a load average of 7 from other test runs):
-read 1 byte 3.5 us [7.0] (bare ctypes syscall 2.9 [5.2]); write 1 byte
-6.1 us [11.7], of which pidfd poll 0.4 [0.5] twice and the mm check 1.2
-[2.3]; so an enable-bit read-modify-write costs about 10 us [19.5].
-``track`` of an already tracked group: 5 us under that load.
-
-Remaining races (none can be closed from user space; the kernel holds the
-``mm`` itself and has none of them):
-  * **Exec/exit between check and write.** The checks run before the syscall
-    resolves the pid (``find_get_task_by_vpid`` then ``mm_access``, inside
-    ``process_vm_rw_core``). If the process execs in that window the write
-    lands in the new image; if it exits, is reaped by its parent *and* the pid
-    allocator wraps around (``/proc/sys/kernel/pid_max`` allocations) so that
-    a new process gets the same number, all within that window, the write
-    lands in the newcomer. The window is the Python between the checks and
-    the syscall, about 2 us. The post-write pidfd check detects the exit case
-    after the fact (counted and logged; it cannot be undone).
-  * **Leader already exited.** The live thread used instead is picked from
-    ``/proc/<tgid>/task`` just before the syscall; if it exits and its number
-    is reused in that window, the same applies.
-  * **Tracking a forked child.** ``track`` trusts that the number names the
-    intended process at the moment it is called. In a FUSE request that holds:
-    the calling thread sleeps uninterruptibly until the reply
-    (fs/fuse/dev.c ``request_wait_answer``), so neither it nor its thread group
-    can be reaped. For a child seen in a fork event it holds unless the child
-    was reaped and its number reallocated before ``track`` ran.
-  * **Forked child exec'ing while tracked.** ``track(parent=...)`` refuses a
-    child whose ``PF_FORKNOEXEC`` is clear, and pins the mm it finds. The
-    kernel swaps the mm (``exec_mmap``) slightly before it clears the flag
-    (both in ``begin_new_exec``); a ``track`` landing exactly between them pins
-    the new mm, which at that point maps little more than the new stack, so a
-    write there faults rather than corrupts, except at an address inside that
-    stack.
+Costs (2-CPU test VM, Python 3.11): read 1 byte through ``process_vm_readv``
+3.5 us, through the pinned fd 2.5 us; an enable-bit read-modify-write through
+the pinned fd about 5 us; pinning a caller (pidfd, mem fd, auxv, stat, token)
+about 60 us, once per image.
 
 Caveats:
+  * Writes through ``/proc/<pid>/mem`` use ``FOLL_FORCE`` (on kernels booted
+    with the default ``proc_mem.force_override``): a page the process itself
+    made read-only *after* registering still takes the bit, where the kernel
+    would fault and leave it. Only private (copy-on-write) pages of that same
+    image can be written that way (GUP refuses forced writes to shared
+    read-only mappings). Registration itself is checked without force.
   * The read-modify-write of an enable bit is not atomic against the target
-    (the kernel's ``set_bit`` is); see the engine's ``_write_bit``.
-  * A process that shares its mm with another process (clone(CLONE_VM)
-    without CLONE_THREAD) and registers enablers itself is tracked with that
-    shared mm pinned; if it then execs while the other process lives on, only
-    its exec event (the daemon untracking it) stops writes into its new image.
-  * Not thread-safe: one instance serves one trio thread.
+    (the kernel's ``set_bit`` is): a client changing other bits of the same
+    byte at that moment can lose its update.
+  * An image without ``AT_RANDOM`` (not an ELF exec) cannot vouch for copies:
+    its forks are not followed.
+  * Where ``kcmp(2)`` is refused (Docker's and podman's default seccomp
+    profiles, without CAP_SYS_PTRACE), a child sharing its parent's mm
+    (vfork, posix_spawn, clone(CLONE_VM)) found before its exec cannot be
+    told from a fork copy: it is pinned as one (its writes land in that same
+    mm, the origin's) and keeps its copies of the enablers until it exits.
   * Needs ptrace access to the targets (``PTRACE_MODE_ATTACH``): root, or
-    CAP_SYS_PTRACE, or same uid without Yama restrictions.
+    CAP_SYS_PTRACE, or the same uid (inside ``tracefs-fuse run`` the command
+    is our descendant, which Yama's scope 1 also allows).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import logging
 import os
 import platform
 import select
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Iterator
 from typing import cast
 
 import msgspec
@@ -95,12 +89,25 @@ logger = logging.getLogger(__name__)
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 #: UIO_MAXIOV: the most iovecs one process_vm_* call accepts.
 _IOV_MAX = 1024
-#: kernel/fork.c: set at fork, cleared by begin_new_exec(); /proc/<pid>/stat field 9.
+#: include/linux/sched.h: set at fork, cleared by begin_new_exec(); stat field 9.
 PF_FORKNOEXEC = 0x00000040
 #: include/uapi/linux/kcmp.h: enum kcmp_type { KCMP_FILE, KCMP_VM, ... };
 KCMP_VM = 1
 #: __NR_kcmp: arch/x86/entry/syscalls/syscall_64.tbl; include/uapi/asm-generic/unistd.h.
 _NR_KCMP = {"x86_64": 312, "aarch64": 272, "riscv64": 272}.get(platform.machine())
+#: include/uapi/linux/auxvec.h: "#define AT_RANDOM 25 /* address of 16 random bytes */".
+AT_RANDOM = 25
+AT_RANDOM_SIZE = 16
+#: auxv entries: Elf64_auxv_t { uint64_t a_type; union { uint64_t a_val; } a_un; }.
+_AUXV_ENTRY = struct.Struct("=QQ")
+#: /proc/<pid>/stat fields (1-based) that describe the memory layout
+#: (fs/proc/array.c do_task_stat): startcode, endcode, startstack, start_data,
+#: end_data, start_brk, arg_start, arg_end, env_start, env_end. 0 for a reader
+#: without ptrace access.
+LAYOUT_FIELDS = (26, 27, 28, 45, 46, 47, 48, 49, 50, 51)
+#: /proc/<pid>/mem offsets are loff_t: addresses from 2^63 up cannot be reached.
+_LOFF_LIMIT = 1 << 63
+_ADDR_LIMIT = 1 << 64
 
 
 class _Iovec(ctypes.Structure):
@@ -118,8 +125,6 @@ def _vm_syscall(name: str) -> _VmSyscall:
     # ssize_t process_vm_readv(pid_t pid, const struct iovec *local_iov, unsigned long liovcnt,
     #                          const struct iovec *remote_iov, unsigned long riovcnt,
     #                          unsigned long flags);   (and process_vm_writev alike)
-    # The iovec pointers are passed as plain addresses: converting an int to
-    # c_void_p is 0.4 us cheaper per call than byref() into POINTER(_Iovec).
     func = getattr(_libc, name)
     func.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong,
                      ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong)
@@ -132,25 +137,66 @@ _process_vm_writev = _vm_syscall("process_vm_writev")
 
 # The errnos that mean "nothing (more) to transfer here" rather than a bug:
 # EFAULT: the first remote page is not mapped / not writable;
-# EPERM: no ptrace access (mm_access() said EACCES).
-# (ESRCH, no such task or a task without mm, is told apart: see _transfer.)
-_SHORT_ERRNOS = frozenset({errno.EFAULT, errno.EPERM})
-#: Addresses are unsigned longs; /proc/<pid>/mem offsets are signed (loff_t).
-_ADDR_LIMIT = 1 << 64
-_LOFF_LIMIT = 1 << 63
+# EPERM: no ptrace access (mm_access() said EACCES);
+# ESRCH: the thread is gone (it cannot be, during its own request, but a
+# request can be answered after a SIGKILL'd caller left).
+_SHORT_ERRNOS = frozenset({errno.EFAULT, errno.EPERM, errno.ESRCH})
+
+
+class StatFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``/proc/<pid>/stat`` tells about a process (fs/proc/array.c)."""
+
+    pid: int
+    ppid: int
+    #: task->flags (field 9): PF_FORKNOEXEC and friends.
+    flags: int
+    #: Field 22: start time in clock ticks after boot.
+    starttime: int
+    #: The LAYOUT_FIELDS, all 0 without ptrace access or without an mm.
+    layout: tuple[int, ...]
+
+
+def parse_stat(data: bytes) -> StatFacts:
+    """Parse one ``stat`` line; the comm (field 2) may hold spaces and ``)``."""
+    close = data.rindex(b")")
+    # rest[0] is field 3 (state).
+    rest = data[close + 2:].split()
+    return StatFacts(pid=int(data[:data.index(b" ")]), ppid=int(rest[4 - 3]),
+                     flags=int(rest[9 - 3]), starttime=int(rest[22 - 3]),
+                     layout=tuple(int(rest[i - 3]) if i - 3 < len(rest) else 0
+                                  for i in LAYOUT_FIELDS))
+
+
+def read_stat(pid: int, proc: str = "/proc") -> StatFacts | None:
+    """``/proc/<pid>/stat`` parsed, or None if there is no such process."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as f:
+            return parse_stat(f.read())
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+class Identity(msgspec.Struct, frozen=True):
+    """What tells one exec'd image, and its fork copies, from every other."""
+
+    layout: tuple[int, ...]
+    #: Where the kernel put the image's AT_RANDOM bytes, and the bytes.
+    token_addr: int
+    token: bytes
 
 
 class MemoryStatistics(msgspec.Struct, frozen=True, kw_only=True):
-    """Counters of a :class:`VmProcessMemory`."""
+    """Counters of a :class:`ClientMemory`."""
 
-    tracked: int
+    images: int
     writes: int
-    #: Writes refused before the syscall: untracked, exited or exec'd process.
+    #: Writes refused: no pinned image, or the image is gone (exec, exit).
     writes_refused: int
-    #: Writes after which the pidfd showed the process had exited meanwhile.
-    writes_raced_exit: int
-    #: Transfers retried through a live thread because the leader had exited.
-    leader_fallbacks: int
+    #: Forked children checked and pinned as copies, and those refused.
+    copies_pinned: int
+    copies_refused: int
+    #: Of those pinned, how many without kcmp(2) to rule out a shared mm.
+    vm_unknown: int
 
 
 class _Pidfd:
@@ -173,51 +219,99 @@ class _Pidfd:
         os.close(self.fd)
 
 
-class _Tracked:
-    """The two identities of one tracked thread group (see module docstring)."""
+class Image:
+    """One process image, pinned: the mm a process ran when it was tracked."""
 
-    __slots__ = ("pidfd", "memfd")
+    __slots__ = ("tgid", "pidfd", "memfd", "identity")
 
-    def __init__(self, pidfd: _Pidfd, memfd: int) -> None:
+    def __init__(self, tgid: Tgid, pidfd: _Pidfd, memfd: int, identity: Identity | None) -> None:
+        self.tgid = tgid
         self.pidfd = pidfd
         self.memfd = memfd
+        #: None when the image has no AT_RANDOM bytes to recognise copies by.
+        self.identity = identity
+
+    def alive(self) -> bool:
+        """Whether this image still runs: not exited, not replaced by exec
+        (and not unpinned: its descriptors' numbers may name others now)."""
+        if self.memfd < 0 or self.pidfd.group_exited():
+            return False
+        try:
+            # mem_rw(): 0 bytes once the pinned mm has no users left; an
+            # unmapped address fails with EIO while it lives.
+            probe = self.identity.token_addr if self.identity is not None else PAGE_SIZE
+            return os.pread(self.memfd, 1, probe) != b""
+        except OSError as e:
+            if e.errno == errno.EIO:
+                return True
+            raise
 
     def close(self) -> None:
-        self.pidfd.close()
-        os.close(self.memfd)
+        if self.memfd >= 0:
+            self.pidfd.close()
+            os.close(self.memfd)
+            self.memfd = -1
 
 
-def _mm_alive(memfd: int, addr: int) -> bool:
-    # fs/proc/base.c mem_rw(): returns 0 when mmget_not_zero() fails, i.e. the
-    # mm pinned at open time has no users left (exec'd or exited). Any address
-    # will do; an unmapped one fails with EIO while the mm lives, a mapped one
-    # (the address about to be written) spares raising that exception.
+def _open_image(tgid: Tgid, mem: str, identify: Callable[[int], Identity | None]) -> Image:
+    """Pin ``tgid``'s pidfd and the mm behind ``mem``; ``identify`` (given the
+    mem fd) names the image or raises, and nothing stays open then. The pidfd
+    is checked last: the number named that process throughout only if it has
+    not exited since."""
+    pidfd = _Pidfd(tgid)
     try:
-        return os.pread(memfd, 1, addr if addr < _LOFF_LIMIT else PAGE_SIZE) != b""
+        memfd = os.open(mem, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            identity = identify(memfd)
+            if pidfd.group_exited():
+                raise ProcessLookupError(errno.ESRCH, f"{tgid} exited while being pinned")
+        except BaseException:
+            os.close(memfd)
+            raise
+    except BaseException:
+        pidfd.close()
+        raise
+    return Image(tgid, pidfd, memfd, identity)
+
+
+def _read_identity(proc_dir: str, memfd: int, layout: tuple[int, ...]) -> Identity | None:
+    """The AT_RANDOM address from ``auxv`` and the bytes at it, through ``memfd``."""
+    try:
+        with open(f"{proc_dir}/auxv", "rb") as f:
+            auxv = f.read()
+    except OSError:
+        return None
+    for a_type, a_val in _AUXV_ENTRY.iter_unpack(auxv[:len(auxv) // 16 * 16]):
+        if a_type == AT_RANDOM:
+            token = _pread(memfd, AT_RANDOM_SIZE, a_val)
+            if len(token) == AT_RANDOM_SIZE and any(layout):
+                return Identity(layout, a_val, token)
+            return None
+    return None
+
+
+def _pread(fd: int, size: int, addr: int) -> bytes:
+    """Read through a pinned ``mem`` fd; short at the first fault, b"" when gone."""
+    if not 0 <= addr < _LOFF_LIMIT:
+        return b""
+    try:
+        return os.pread(fd, size, addr)
     except OSError as e:
-        if e.errno == errno.EIO:
-            return True
+        if e.errno == errno.EIO:  # nothing mapped at addr
+            return b""
         raise
 
 
-def _stat_flags(tgid: int) -> int:
-    """Field 9 (``flags``) of ``/proc/<tgid>/stat``; the comm may hold ``)``."""
-    with open(f"/proc/{tgid}/stat", "rb") as f:
-        data = f.read()
-    return int(data[data.rindex(b")") + 2:].split(b" ")[6])
-
-
-def _shares_mm(child: int, parent: int) -> bool:
+def _shares_mm(child: int, parent: int) -> bool | None:
     """``kcmp(KCMP_VM)``: whether two tasks use one mm (clone(CLONE_VM), vfork).
 
-    A vanished task shares nothing (ESRCH).
-
-    Raises:
-        OSError: ENOSYS without CONFIG_KCMP or on an architecture missing
-            from ``_NR_KCMP``.
+    A vanished task shares nothing (ESRCH). None where kcmp cannot be asked:
+    no CONFIG_KCMP or an architecture missing from ``_NR_KCMP`` (ENOSYS), or
+    a seccomp filter that refuses it (EPERM: Docker's and podman's default
+    profiles allow kcmp only with CAP_SYS_PTRACE).
     """
     if _NR_KCMP is None:
-        raise OSError(errno.ENOSYS, f"kcmp syscall number unknown on {platform.machine()}")
+        return None
     # kcmp returns 0 for "equal", 1 or 2 for an ordering of two different mms.
     result: int = _libc.syscall(_NR_KCMP, child, parent, KCMP_VM, 0, 0)
     if result >= 0:
@@ -225,25 +319,24 @@ def _shares_mm(child: int, parent: int) -> bool:
     err = ctypes.get_errno()
     if err == errno.ESRCH:
         return False
+    if err in (errno.EPERM, errno.ENOSYS, errno.EACCES):
+        return None
     raise OSError(err, os.strerror(err))
 
 
-def _live_threads(tgid: int) -> list[int]:
-    """Thread ids of ``tgid`` other than the leader's own."""
-    try:
-        return [int(t) for t in os.listdir(f"/proc/{tgid}/task") if int(t) != tgid]
-    except FileNotFoundError:
-        return []
+class ClientMemory:
+    """:class:`~tracefs_fuse.engine._memory.ProcessMemory` for the daemon.
 
-
-class VmProcessMemory:
-    """:class:`~tracefs_fuse.engine._memory.ProcessMemory` over ``process_vm_*``.
-
-    Reads work on any thread group; writes only on tracked ones.
+    Reads and writes go to the caller of the request being served (see
+    :meth:`serving`) or to a pinned image; nothing else is touched.
+    Not thread-safe: one instance serves one trio thread.
     """
 
-    def __init__(self) -> None:
-        self._tracked: dict[Tgid, _Tracked] = {}
+    def __init__(self, proc: str = "/proc") -> None:
+        self._proc = proc
+        self._images: dict[Tgid, Image] = {}
+        #: (tgid, tid) of the request being served.
+        self._caller: tuple[Tgid, int] | None = None
         self._local = _Iovec()
         # A reusable one-page request covers every transfer that does not
         # cross a page boundary (enable bits, write_index), sparing ctypes
@@ -253,195 +346,206 @@ class VmProcessMemory:
         self._remote1_addr = ctypes.addressof(self._remote1)
         self._writes = 0
         self._writes_refused = 0
-        self._writes_raced_exit = 0
-        self._leader_fallbacks = 0
+        self._copies_pinned = 0
+        self._copies_refused = 0
+        #: Copies pinned without knowing whether they share the origin's mm.
+        self._vm_unknown = 0
 
-    # -- identity ---------------------------------------------------------------
+    # -- the request being served ------------------------------------------------
 
-    def track(self, tgid: Tgid, *, parent: Tgid | None = None) -> bool:
-        """Vouch for ``tgid`` from now on, until it exits or execs.
-
-        Call it only where ``tgid`` is known to name the intended process: while
-        serving a FUSE request from one of its threads, or on its fork event.
-        Cheap when already tracked (two non-blocking checks).
-
-        Args:
-            tgid: the thread group id.
-            parent: ``tgid`` is a child of ``parent`` just seen in a fork
-                event, about to receive copies of its parent's enablers.
-                Refused if it has already exec'd (the copies must never be
-                written into the new program), and if it shares its parent's
-                mm (vfork, posix_spawn, clone(CLONE_VM)): the kernel shares
-                the enabler list then, the parent's writes already reach that
-                memory, and once the child execs writes through its pid would
-                land in the new program while the shared mm lives on in the
-                parent, invisible to the exec check.
-
-        Returns:
-            True if this is a process image not tracked before under ``tgid``
-            (new, or the previous holder of the number exited or exec'd):
-            whatever the caller knew about ``tgid`` is stale and must be
-            dropped. False if ``tgid`` was tracked and still is the same image.
-
-        Raises:
-            ProcessLookupError: (ESRCH) no such process, it exited meanwhile,
-                or, with ``parent``, it has exec'd or shares the parent's mm.
-            PermissionError: (EPERM/EACCES) no ptrace access to it.
-            OSError: (ENOSYS) with ``parent``, on a kernel without kcmp(2).
-        """
-        old = self._tracked.get(tgid)
-        if old is not None:
-            if self._current(old):
-                return False
-            self.untrack(tgid)
-        pidfd = _Pidfd(tgid)
+    @contextlib.contextmanager
+    def serving(self, tgid: Tgid, tid: int) -> Iterator[None]:
+        """Within: ``tgid``'s memory is the caller's, reached through thread ``tid``."""
+        outer, self._caller = self._caller, (tgid, tid)
         try:
-            memfd = self._open_mem(tgid, pidfd)
-            try:
-                # kcmp before the flag: a CLONE_VM child that execs between
-                # the two is caught by the flag.
-                if parent is not None and _shares_mm(tgid, parent):
-                    raise ProcessLookupError(errno.ESRCH, f"{tgid} shares the mm of {parent}")
-                if parent is not None and not _stat_flags(tgid) & PF_FORKNOEXEC:
-                    raise ProcessLookupError(errno.ESRCH, f"{tgid} has exec'd since its fork")
-                # Everything above looked the number up again; it still named
-                # the pidfd's process only if that process is still alive.
-                if pidfd.group_exited():
-                    raise ProcessLookupError(errno.ESRCH, f"{tgid} exited while being tracked")
-            except BaseException:
-                os.close(memfd)
-                raise
-        except BaseException:
-            pidfd.close()
-            raise
-        self._tracked[tgid] = _Tracked(pidfd, memfd)
-        return True
+            yield
+        finally:
+            self._caller = outer
 
-    def untrack(self, tgid: Tgid) -> None:
-        """Stop vouching for ``tgid`` (after its exit or exec); no-op if unknown."""
-        entry = self._tracked.pop(tgid, None)
-        if entry is not None:
-            entry.close()
+    # -- images --------------------------------------------------------------------
 
-    def is_current(self, tgid: Tgid) -> bool:
-        """Whether ``tgid`` is tracked and still runs the image it was tracked in.
+    def image(self, tgid: Tgid) -> Image | None:
+        return self._images.get(tgid)
 
-        The resynchronisation test after lost process events: False means the
-        process exited or exec'd and the caller's state for it is stale.
-        """
-        entry = self._tracked.get(tgid)
-        return entry is not None and self._current(entry)
+    def images(self) -> list[Image]:
+        return list(self._images.values())
 
-    def pidfd(self, tgid: Tgid) -> int:
-        """The pidfd of a tracked group (owned here; dup it to keep it).
+    def pin_caller(self, tgid: Tgid, tid: int) -> Image:
+        """Pin the image of the process whose thread ``tid`` is waiting for our reply.
+
+        Call only while that request is in flight: then the number names the
+        caller and its memory cannot change (module docstring). Replaces a
+        pin of ``tgid`` that is no longer alive; the caller of this method
+        must have dropped what it knew about that one.
 
         Raises:
-            KeyError: ``tgid`` is not tracked.
+            ProcessLookupError: (ESRCH) the thread is gone (its request was
+                abandoned).
+            PermissionError: (EPERM/EACCES) no ptrace access to it.
         """
-        return self._tracked[tgid].pidfd.fd
+        old = self._images.get(tgid)
+        if old is not None:
+            if old.alive():
+                return old
+            self.unpin(tgid)
+        proc_dir = f"{self._proc}/{tid}"
 
-    def tracked(self) -> list[Tgid]:
-        """Every tracked thread group."""
-        return list(self._tracked)
+        def identify(memfd: int) -> Identity | None:
+            stat = read_stat(tid, self._proc)
+            if stat is None:
+                raise ProcessLookupError(errno.ESRCH, f"thread {tid} is gone")
+            return _read_identity(proc_dir, memfd, stat.layout)
+
+        image = self._images[tgid] = _open_image(tgid, f"{proc_dir}/mem", identify)
+        return image
+
+    def pin_copy(self, tgid: Tgid, origin: Image) -> Image:
+        """Pin ``tgid`` as a fork copy of ``origin``, if it is one.
+
+        The copy must not share ``origin``'s mm (vfork, posix_spawn,
+        clone(CLONE_VM): the kernel shares the enabler list then, and writes
+        into the origin reach it already).
+
+        Raises:
+            ProcessLookupError: (ESRCH) not a fork copy of ``origin`` (it
+                exec'd, or shares the mm, or is another program), or gone.
+            PermissionError: (EPERM/EACCES) no ptrace access to it.
+        """
+        if origin.identity is None:
+            raise ProcessLookupError(errno.ESRCH, f"{origin.tgid} cannot vouch for copies")
+        if tgid in self._images:
+            raise ProcessLookupError(errno.ESRCH, f"{tgid} is pinned already")
+
+        def verify(memfd: int) -> Identity | None:
+            # Order matters: the fd pinned an mm; the stat read after it
+            # describes whatever runs now, so an exec in between makes the two
+            # disagree; the token is read through the pinned mm.
+            reason = self._not_a_copy(tgid, memfd, origin)
+            if reason is not None:
+                self._copies_refused += 1
+                raise ProcessLookupError(errno.ESRCH,
+                                         f"{tgid} is no copy of {origin.tgid}: {reason}")
+            return origin.identity
+
+        image = self._images[tgid] = _open_image(tgid, f"{self._proc}/{tgid}/mem", verify)
+        self._copies_pinned += 1
+        return image
+
+    def _not_a_copy(self, tgid: Tgid, memfd: int, origin: Image) -> str | None:
+        identity = origin.identity
+        assert identity is not None
+        stat = read_stat(tgid, self._proc)
+        if stat is None:
+            return "gone"
+        if not stat.flags & PF_FORKNOEXEC:
+            return "exec'd"
+        if stat.layout != identity.layout:
+            return "another memory layout"
+        if _pread(memfd, AT_RANDOM_SIZE, identity.token_addr) != identity.token:
+            return "other AT_RANDOM bytes"
+        if not origin.pidfd.group_exited():
+            shares = _shares_mm(tgid, origin.tgid)
+            if shares:
+                return "shares the mm"
+            if shares is None:
+                # A copy by every other sign. Were it a CLONE_VM child after all,
+                # its pinned mm is the origin's own: writes land there, never in
+                # the image it may exec, and its copies of the enablers live on
+                # until it exits (the kernel shares the origin's list instead).
+                self._vm_unknown += 1
+                if self._vm_unknown == 1:
+                    logger.info("kcmp(2) is refused here (a seccomp filter?): a child that "
+                                "shares its parent's mm (vfork, posix_spawn) is taken for "
+                                "a fork copy")
+        return None
+
+    def unpin(self, tgid: Tgid) -> None:
+        """Forget ``tgid``'s image (after its exit or exec); no-op if unknown."""
+        image = self._images.pop(tgid, None)
+        if image is not None:
+            image.close()
 
     def close(self) -> None:
-        """Untrack everything, closing all descriptors."""
-        for entry in self._tracked.values():
-            entry.close()
-        self._tracked.clear()
+        for image in self._images.values():
+            image.close()
+        self._images.clear()
 
     def statistics(self) -> MemoryStatistics:
-        return MemoryStatistics(tracked=len(self._tracked), writes=self._writes,
+        return MemoryStatistics(images=len(self._images), writes=self._writes,
                                 writes_refused=self._writes_refused,
-                                writes_raced_exit=self._writes_raced_exit,
-                                leader_fallbacks=self._leader_fallbacks)
+                                copies_pinned=self._copies_pinned,
+                                copies_refused=self._copies_refused,
+                                vm_unknown=self._vm_unknown)
 
     # -- ProcessMemory ------------------------------------------------------------
 
     def read(self, tgid: Tgid, addr: int, size: int) -> bytes:
         """Return the bytes at ``addr`` in ``tgid``, stopping at the first fault.
 
+        The caller's memory inside :meth:`serving`, else a pinned image's;
+        b"" for anything else.
+
         Raises:
             OSError: an unexpected errno (ENOMEM, EINVAL): a bug or an
                 exhausted kernel, not a property of the target memory.
         """
-        if size <= 0:
+        if size <= 0 or not 0 <= addr <= _ADDR_LIMIT - size:
             return b""
-        buf = ctypes.create_string_buffer(size)
-        done = self._transfer(_process_vm_readv, tgid, ctypes.addressof(buf), addr, size)
-        return buf.raw[:done]
+        tid = self._caller_tid(tgid)
+        if tid is not None:
+            buf = ctypes.create_string_buffer(size)
+            done = self._transfer(_process_vm_readv, tid, ctypes.addressof(buf), addr, size)
+            return buf.raw[:done]
+        image = self._images.get(tgid)
+        if image is None:
+            return b""
+        out = b""
+        while len(out) < size:  # mem_rw stops early only at a fault
+            got = _pread(image.memfd, size - len(out), addr + len(out))
+            if not got:
+                break
+            out += got
+        return out
 
     def write(self, tgid: Tgid, addr: int, data: bytes) -> int:
-        """Write ``data`` at ``addr`` in a tracked ``tgid``; bytes written before a fault.
+        """Write ``data`` at ``addr`` in ``tgid``; bytes written before a fault.
 
-        Returns 0 without writing if ``tgid`` is not tracked, has exited or has
-        exec'd since it was tracked. Read-only mappings stop the write (EFAULT),
-        as the kernel's non-forced pin does.
+        The caller's memory inside :meth:`serving` (read-only mappings refuse,
+        as the kernel's non-forced pin does), else a pinned image's (0 once
+        that image is gone); 0 for anything else.
 
         Raises:
             OSError: an unexpected errno (ENOMEM, EINVAL).
         """
-        entry = self._tracked.get(tgid)
-        if entry is None or not self._current(entry, addr):
+        if not data or not 0 <= addr <= _ADDR_LIMIT - len(data):
+            return 0
+        tid = self._caller_tid(tgid)
+        if tid is not None:
+            self._writes += 1
+            buf = ctypes.create_string_buffer(data, len(data))
+            return self._transfer(_process_vm_writev, tid, ctypes.addressof(buf), addr, len(data))
+        image = self._images.get(tgid)
+        if image is None or addr + len(data) > _LOFF_LIMIT:
             self._writes_refused += 1
             return 0
-        if not data:
-            return 0
         self._writes += 1
-        buf = ctypes.create_string_buffer(data, len(data))
-        done = self._transfer(_process_vm_writev, tgid, ctypes.addressof(buf), addr, len(data))
-        if entry.pidfd.group_exited():
-            # It exited inside the window; if it was also reaped and its pid
-            # reused in that microsecond, these bytes went to the newcomer.
-            self._writes_raced_exit += 1
-            logger.debug("pid %d exited while %d bytes were written at %#x", tgid, done, addr)
+        try:
+            done = os.pwrite(image.memfd, data, addr)
+        except OSError as e:
+            if e.errno != errno.EIO:  # EIO: nothing writable at addr
+                raise
+            done = 0
+        if done == 0:
+            self._writes_refused += 1
         return done
 
     # -- internals ------------------------------------------------------------------
 
-    def _current(self, entry: _Tracked, addr: int = PAGE_SIZE) -> bool:
-        return not entry.pidfd.group_exited() and _mm_alive(entry.memfd, addr)
+    def _caller_tid(self, tgid: Tgid) -> int | None:
+        caller = self._caller
+        return caller[1] if caller is not None and caller[0] == tgid else None
 
-    def _open_mem(self, tgid: int, pidfd: _Pidfd) -> int:
-        """Open ``mem`` of a task of ``tgid`` that has the group's mm."""
-        try:
-            memfd = os.open(f"/proc/{tgid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-        except ProcessLookupError:
-            # A leader that exited before its threads has no mm to pin.
-            if pidfd.group_exited():
-                raise
-        else:
-            if _mm_alive(memfd, PAGE_SIZE) or pidfd.group_exited():
-                return memfd
-            os.close(memfd)
-        for tid in _live_threads(tgid):
-            try:
-                memfd = os.open(f"/proc/{tgid}/task/{tid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            if _mm_alive(memfd, PAGE_SIZE):
-                return memfd
-            os.close(memfd)
-        raise ProcessLookupError(errno.ESRCH, f"no thread of {tgid} has an mm")
-
-    def _transfer(self, syscall: _VmSyscall, tgid: int, local: int,
-                  addr: int, size: int) -> int:
-        if not 0 <= addr <= _ADDR_LIMIT - size:
-            return 0  # not a user address range: faults at its first byte
-        done = self._transfer_via(syscall, tgid, local, addr, size)
-        if done >= 0:
-            return done
-        # ESRCH through the leader: retry through a live thread, if any.
-        for tid in _live_threads(tgid):
-            done = self._transfer_via(syscall, tid, local, addr, size)
-            if done >= 0:
-                self._leader_fallbacks += 1
-                return done
-        return 0
-
-    def _transfer_via(self, syscall: _VmSyscall, pid: int, local: int,
-                      addr: int, size: int) -> int:
-        """Bytes transferred, or -1 if ``pid`` has no mm (ESRCH)."""
+    def _transfer(self, syscall: _VmSyscall, pid: int, local: int, addr: int, size: int) -> int:
         if addr // PAGE_SIZE == (addr + size - 1) // PAGE_SIZE:
             self._local.iov_base = local
             self._local.iov_len = size
@@ -462,8 +566,6 @@ class VmProcessMemory:
             self._local.iov_base = local + done
             self._local.iov_len = want
             got = self._call(syscall, pid, self._local_addr, ctypes.addressof(remote), len(pages))
-            if got < 0:
-                return got if done == 0 else done
             done += got
             if got < want:
                 break
@@ -475,8 +577,6 @@ class VmProcessMemory:
         if got >= 0:
             return got
         err = ctypes.get_errno()
-        if err == errno.ESRCH:
-            return -1
         if err in _SHORT_ERRNOS:
             if err == errno.EPERM:
                 logger.warning("no ptrace access to pid %d: reported as a fault", pid)

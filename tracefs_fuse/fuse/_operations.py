@@ -96,10 +96,14 @@ class TracefsOperations(pyfuse3.Operations):
     """The tree of one engine, served through pyfuse3."""
 
     def __init__(self, root: Dir, task_of: Callable[[int], Task], *,
-                 uid: int = 0, gid: int = 0, root_mode: int | None = None) -> None:
+                 uid: int = 0, gid: int = 0, root_mode: int | None = None,
+                 before_release: Callable[[], None] = lambda: None) -> None:
         super().__init__()
         self.root = root
         self.task_of = task_of
+        #: Runs before a file's last close: it may drop event references,
+        #: which forked children not yet followed may hold too.
+        self.before_release = before_release
         self.uid = uid
         self.gid = gid
         #: tracefs' ``mode=`` mount option: the root directory's permissions.
@@ -263,6 +267,7 @@ class TracefsOperations(pyfuse3.Operations):
         self.poll_handles.pop(fh, None)
         if file is not None:
             try:
+                self.before_release()
                 file.release()
             except Exception:  # a bug: the close itself must still succeed
                 log.exception("release of fh %d failed", fh)

@@ -14,6 +14,9 @@ Rules:
     docs/readers.md).
   * 32-bit callers (``FUSE_IOCTL_COMPAT``) get ENOTTY: user_events_data has no
     ``compat_ioctl``.
+  * ``GET_READER`` on a descriptor opened without ``O_NONBLOCK`` waits as a
+    blocked read does, for ``buffer_percent`` (``tracing_buffers_ioctl``);
+    ``ioctl(fd, 0)`` ends the wait and the reader is taken anyway.
   * After anything that may have produced data or changed state that clients
     map, :meth:`RequestHandler.changed` runs the daemon's publication hook.
 
@@ -25,10 +28,12 @@ libtracefs sets right after the ioctl), but FUSE does not show us an
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import functools
 import logging
 import os
-from typing import Callable
+from typing import Callable, ContextManager, Iterator
 
 import trio
 
@@ -37,12 +42,12 @@ from ..engine._errors import TracefsError, WouldBlock
 from ..engine._task import Task
 from ..engine._tree import FileKind, OpenFile
 from ..engine._user_events_files import UserEventsDataFile
-from ._errno import errno_of
+from ._errno import errno_of, request_name
 from ._fast_path import NativeWrites
 from ._mmap import MappingTracker
 from ._operations import TracefsOperations
 from ._session import Request, request_limits
-from ._whole_write import ReadMemory, WholeWrite, whole_write
+from ._whole_write import WholeWrite, whole_write
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +65,9 @@ class RequestHandler:
 
     def __init__(self, ops: TracefsOperations, nursery: trio.Nursery, mappings: MappingTracker,
                  *, writer_task: Callable[[int], Task], control_task: Callable[[int], Task],
-                 caller_task: Callable[[int], Task],
+                 caller: Callable[[int], ContextManager[Task]],
                  changed: Callable[[], trio.Event | None], native: NativeWrites,
-                 read_memory: ReadMemory) -> None:
+                 read_memory: Callable[[int, int, int, int], bytes]) -> None:
         self.ops = ops
         self.nursery = nursery
         self.mappings = mappings
@@ -70,12 +75,14 @@ class RequestHandler:
         self.writer_task = writer_task
         #: ... for control-file writes (adds capabilities).
         self.control_task = control_task
-        #: ... for ioctls (also tracks the caller, whose memory may be written).
-        self.caller_task = caller_task
+        #: ... around user_events_data ioctls (the caller is followed, and its
+        #: memory reached through the request).
+        self.caller = caller
         self.changed = changed
         #: The native fast path: its table is republished before each reply.
         self.native = native
-        #: Client memory, to see a write FUSE split (see _whole_write).
+        #: ``read_memory(tid, tgid, addr, size)``: a caller's memory while its
+        #: request waits, to see a write FUSE split (see _whole_write).
         self.read_memory = read_memory
         #: (writer's tid, fh) -> (offset, bytes) FUSE will send of a write
         #: already answered whole.
@@ -127,12 +134,14 @@ class RequestHandler:
             self.nursery.start_soon(self._blocked_read, req, fh, file, offset, size)
             return
         except Exception as exc:
-            req.reply_err(errno_of(exc, "read"))
+            req.reply_err(self._refused(exc, "read", req, fh))
             return
         req.reply_data(data)
 
-    async def _blocked_read(self, req: Request, fh: int, file: OpenFile,
-                            offset: int, size: int) -> None:
+    @contextlib.contextmanager
+    def _waiting(self, req: Request, fh: int) -> Iterator[tuple[trio.CancelScope, _Waiter]]:
+        """A cancel scope that the request's FUSE_INTERRUPT cancels, and a
+        waiter that data or ``ioctl(fd, 0)`` on ``fh`` wakes."""
         with trio.CancelScope() as scope:
             self._scopes[req.unique] = scope
             if req.unique in self._interrupted_early:
@@ -140,25 +149,30 @@ class RequestHandler:
                 scope.cancel()
             waiter = _Waiter(fh)
             try:
-                while True:
-                    self._waiters.add(waiter)
-                    await waiter.event.wait()
-                    try:
-                        data = file.read(offset, size)
-                    except WouldBlock:
-                        if waiter.by_ioctl:
-                            req.reply_err(errno.EAGAIN)
-                            return
-                        waiter.event = trio.Event()
-                        continue
-                    except Exception as exc:
-                        req.reply_err(errno_of(exc, "read"))
-                        return
-                    req.reply_data(data)
-                    return
+                yield scope, waiter
             finally:
                 self._waiters.discard(waiter)
                 del self._scopes[req.unique]
+
+    async def _blocked_read(self, req: Request, fh: int, file: OpenFile,
+                            offset: int, size: int) -> None:
+        with self._waiting(req, fh) as (_, waiter):
+            while True:
+                self._waiters.add(waiter)
+                await waiter.event.wait()
+                try:
+                    data = file.read(offset, size)
+                except WouldBlock:
+                    if waiter.by_ioctl:
+                        req.reply_err(errno.EAGAIN)
+                        return
+                    waiter.event = trio.Event()
+                    continue
+                except Exception as exc:
+                    req.reply_err(self._refused(exc, "read", req, fh))
+                    return
+                req.reply_data(data)
+                return
         req.reply_err(errno.EINTR)
 
     def interrupted(self, req: Request) -> None:
@@ -188,7 +202,7 @@ class RequestHandler:
             else:
                 count = file.write(data, offset, self.control_task(req.pid))
         except Exception as exc:
-            self._reply_after_publish(req.reply_err, errno_of(exc, "write"))
+            self._reply_after_publish(req.reply_err, self._refused(exc, "write", req, fh))
         else:
             self._reply_after_publish(req.reply_write, count)
 
@@ -209,8 +223,9 @@ class RequestHandler:
         self.native.file_used(fh, file)
         log.debug("write fh %d: %d bytes by %d at %d: engine", fh, len(data), req.pid, offset)
         whole: WholeWrite | None = None
+        read = functools.partial(self.read_memory, req.pid, task.tgid)
         if offset == 0 and len(data) >= min(request_limits()):
-            whole = whole_write(self.read_memory, req.pid, task.tgid, len(data))
+            whole = whole_write(read, req.pid, len(data))
         try:
             if whole is None:
                 return file.write(data, offset, task)
@@ -218,8 +233,7 @@ class RequestHandler:
             # A fault in an iovec leaves the request short, which the engine
             # may refuse (too short for the fields) where the kernel says
             # EFAULT: look at the whole write (the failed call changed nothing).
-            if offset != 0 or (whole := whole_write(self.read_memory, req.pid, task.tgid,
-                                                     len(data))) is None:
+            if offset != 0 or (whole := whole_write(read, req.pid, len(data))) is None:
                 raise
         file.write_whole(whole.data, whole.count, whole.faulted, task)
         log.debug("write fh %d: %d of a %d-byte write, taken whole", fh, len(data), whole.count)
@@ -234,21 +248,63 @@ class RequestHandler:
         try:
             file = self.ops.files.get(fh)
             if file.kind is FileKind.MAPPABLE_PIPE:
-                self.mappings.look(req.pid)  # GET_READER needs the caller's mapping
+                # GET_READER needs the buffer mapped, by anyone: are the
+                # mappings we know of still there, has the caller a new one?
+                self.mappings.refresh(req.pid, self.ops.files.path(fh))
             # Only user_events_data ioctls may write into the caller's memory:
-            # only they track it (an open() of any file sends TCGETS here too).
-            task = (self.caller_task if file.kind is FileKind.STREAM
-                    else self.control_task)(req.pid)
+            # only they follow it (an open() of any file sends TCGETS here too).
             if isinstance(file, UserEventsDataFile):
                 self.native.file_used(fh, file)  # a registration adds indices
-            result = file.ioctl(cmd, arg, task)
+            if file.kind is FileKind.STREAM:
+                with self.caller(req.pid) as task:
+                    result = file.ioctl(cmd, arg, task)
+            else:
+                result = file.ioctl(cmd, arg, self.control_task(req.pid))
+        except WouldBlock:
+            # A blocking GET_READER waits for buffer_percent (ring_buffer_wait).
+            assert isinstance(file, RawPipeFile)
+            if req.watch_interrupts():
+                req.reply_err(errno.EINTR)
+                return
+            self.native.publish(wake=True)  # staged records must reach us now
+            self.nursery.start_soon(self._blocked_get_reader, req, fh, file)
+            return
         except Exception as exc:
-            self._reply_after_publish(req.reply_err, errno_of(exc, "ioctl"))
+            self._reply_after_publish(req.reply_err, self._refused(exc, "ioctl", req, fh, cmd))
             return
         if cmd == 0 and file.kind in (FileKind.PIPE, FileKind.MAPPABLE_PIPE):
             self.wake_file(fh)  # ioctl(fd, 0): "wake up waiters"
         # No output data: the kernel copies nothing back over what the engine
         # wrote into the caller's memory.
+        self._reply_after_publish(req.reply_ioctl, result)
+
+    def _refused(self, exc: Exception, op: str, req: Request, fh: int,
+                 cmd: int | None = None) -> int:
+        """The errno for a refused request; one log line names it and its caller."""
+        try:
+            path: tuple[str, ...] | None = self.ops.files.path(fh)
+        except KeyError:
+            path = None  # the refusal itself: no such open file
+        return errno_of(exc, request_name(op, path, cmd), req.pid)
+
+    async def _blocked_get_reader(self, req: Request, fh: int, file: RawPipeFile) -> None:
+        """``ring_buffer_wait`` then ``ring_buffer_map_get_reader``: the wait
+        ends when buffer_percent is reached, at ``ioctl(fd, 0)`` (the kernel
+        then goes on to the reader), or at an interrupt (EINTR)."""
+        with self._waiting(req, fh) as (scope, waiter):
+            while not waiter.by_ioctl and not file.poll():
+                waiter.event = trio.Event()
+                self._waiters.add(waiter)
+                await waiter.event.wait()
+        if scope.cancelled_caught:
+            req.reply_err(errno.EINTR)
+            return
+        try:
+            self.mappings.refresh(req.pid, self.ops.files.path(fh))
+            result = file.get_reader()
+        except Exception as exc:
+            self._reply_after_publish(req.reply_err, self._refused(exc, "ioctl", req, fh))
+            return
         self._reply_after_publish(req.reply_ioctl, result)
 
     def _reply_after_publish(self, reply: Callable[[int], None], value: int) -> None:

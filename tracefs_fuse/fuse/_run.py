@@ -21,11 +21,13 @@ import os
 import signal
 import subprocess
 import sys
+from typing import BinaryIO
 
 import trio
 
 from ..config import MountConfig
-from . import _namespace
+from ..record import finish_recording, start_recording
+from . import _environment, _namespace
 from ._daemon import Daemon
 from ._session import terminate
 
@@ -46,20 +48,31 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def run_in_namespace(config: MountConfig, argv: list[str]) -> int:
+def run_in_namespace(config: MountConfig, argv: list[str],
+                     record: tuple[BinaryIO, str] | None = None) -> int:
+    """Enter the namespaces, serve, run ``argv``; its exit status, or 1.
+
+    Environment problems (no ``/dev/fuse``, namespaces refused, …) are said in
+    one line on stderr before anything is mounted. ``record``: a file (opened
+    before the namespaces are entered) and the patterns of what to record.
+    """
     try:
-        _namespace.unshare_mounts()
+        _environment.check_fuse_device()
+        _namespace.enter()
         mountpoint = _namespace.prepare_tracing_dir()
+    except _environment.EnvironmentProblem as exc:
+        print(f"tracefs-fuse run: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"tracefs-fuse run: cannot set up a private mount namespace: {exc}",
               file=sys.stderr)
         return 1
     config = _replace_mountpoint(config, mountpoint)
     try:
-        return trio.run(_run, config, argv)
+        return trio.run(_run, config, argv, record)
     except Exception as exc:
         log.debug("run failed", exc_info=True)
-        print(f"tracefs-fuse run: {exc}", file=sys.stderr)
+        print(f"tracefs-fuse run: {_environment.one_line(exc)}", file=sys.stderr)
         return 1
 
 
@@ -69,10 +82,11 @@ def _replace_mountpoint(config: MountConfig, mountpoint: str) -> MountConfig:
     return msgspec.structs.replace(config, mountpoint=mountpoint)
 
 
-async def _run(config: MountConfig, argv: list[str]) -> int:
+async def _run(config: MountConfig, argv: list[str], record: tuple[BinaryIO, str] | None) -> int:
     daemon = Daemon(config)
     async with trio.open_nursery() as nursery:
         await nursery.start(daemon.run, False)
+        recording = await start_recording(nursery, daemon, record)
         _namespace.bind_debug_tracing(config.mountpoint)
         _namespace.writable_ftrace_enabled()
         with _Forwarder() as forwarder:
@@ -86,10 +100,12 @@ async def _run(config: MountConfig, argv: list[str]) -> int:
                 process = subprocess.Popen(argv, preexec_fn=_child_setup, close_fds=False)
             except OSError as exc:
                 print(f"tracefs-fuse run: {argv[0]}: {exc.strerror}", file=sys.stderr)
+                await finish_recording(recording)
                 terminate()
                 return 127 if exc.errno == errno.ENOENT else 126
             forwarder.started(process.pid)
             status = exit_status(await _wait(process))
+        await finish_recording(recording)
         terminate()  # unmount; the daemon's tasks then end by themselves
     return status
 

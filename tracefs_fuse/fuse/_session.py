@@ -229,10 +229,10 @@ def _check_hooks(status: BridgeStatus) -> None:
     if not status.session_hooked:
         if _PYFUSE3_IMPORTED_FIRST:
             raise BridgeInactiveError(
-                "pyfuse3 was imported before tracefs_fuse.fuse._session loaded "
-                "the bridge, so pyfuse3 calls libfuse's fuse_session_new "
-                "directly; import tracefs_fuse.fuse._session before anything "
-                "imports pyfuse3")
+                "pyfuse3 was imported before tracefs-fuse loaded its FUSE "
+                "bridge, so pyfuse3 calls libfuse's fuse_session_new directly; "
+                "import tracefs_fuse.serve (from tracefs_fuse import serve) "
+                "before anything imports pyfuse3")
         raise BridgeInactiveError(
             "pyfuse3.init() did not create its session through the bridge's "
             "fuse_session_new (pyfuse3 linked against another libfuse?)")

@@ -7,7 +7,7 @@
 // holds the kernel's).
 //
 //   gcc -static -O2 -Wall -Wextra legacy_status_page.c -o legacy_status_page
-//   ORACLE_KERNEL=6.1 oracle-run.sh legacy_status_page -- legacy_status_page [--fill] [TRACEFS]
+//   python -m tests.oracle.kernel run 6.1 legacy_status_page -- './legacy_status_page [--fill] [TRACEFS]'
 //
 // TRACEFS defaults to /sys/kernel/tracing. --fill also registers events until
 // the page is full (32767 of them: slow, ~1 min under TCG) and checks EMFILE.

@@ -12,10 +12,11 @@
 // user_events); the marker, buffer and option cases run in a private instance
 // of the machine's own tracefs, the reference for those (mkdir it first):
 //
-//   gcc -static -O2 -Wall -Wextra -isystem ~/.cache/kernel-oracle/usr/include
+//   K=$(python -m tests.oracle.kernel build 6.12)
+//   gcc -static -O2 -Wall -Wextra -isystem $K/usr/include
 //       tests/oracle/clients/trace_output.c -o /tmp/trace_output
-//   oracle-run.sh /tmp/trace_output -- trace_output /sys/kernel/tracing/
-//       fields long unknown_type > /tmp/oracle.log
+//   python -m tests.oracle.kernel run 6.12 /tmp/trace_output --
+//       './trace_output /sys/kernel/tracing/ fields long unknown_type' > /tmp/oracle.log
 //   /tmp/trace_output /sys/kernel/tracing/instances/NAME/ markers early_stop
 //       lost counter_clock truncate options > /tmp/host.log
 //   .venv/bin/python tests/oracle/clients/trace_output_golden.py /tmp/oracle.log

@@ -1,34 +1,35 @@
 """Run synth_capture.sh on the kernel oracle(s) and write the golden JSON.
 
-    .venv/bin/python tests/oracle/synth/capture.py              # both kernels, writes the golden
-    .venv/bin/python tests/oracle/synth/capture.py --only base  # one kernel, keeps the other
-    .venv/bin/python tests/oracle/synth/capture.py --parse OUT.txt
+    .venv/bin/python -m tests.oracle.synth.capture              # both kernels, writes the golden
+    .venv/bin/python -m tests.oracle.synth.capture --only base  # one kernel, keeps the other
+    .venv/bin/python -m tests.oracle.synth.capture --parse OUT.txt
 
-Two kernels, both Debian's 6.12.117 from the shared oracle
-(/work/shared/tools/kernel-oracle): "base" is the shared build (synthetic
-events, hist triggers, user events, uprobes; no kprobes, no inject), "probes"
-adds CONFIG_KPROBES, CONFIG_KPROBE_EVENTS and CONFIG_TRACE_EVENT_INJECT
-(build-probes-kernel.sh). The script's output is a sequence of
-``@@ <case> <part>`` headers, each followed by that part's text; this turns
-it into ``{"variants": {name: {"kernel", "cases": {case: {part: text}}}}}``
-with ``raw`` parts as lists of ``{"cpu", "page"}`` (hex sub-buffers).
+Two kernels, both Debian's 6.12 from our oracle (``tests/oracle/kernel``):
+"base" is its ordinary build (synthetic events, hist triggers, user events;
+no kprobes, no inject), "probes" its ``probes`` variant, which adds
+CONFIG_KPROBES, CONFIG_KPROBE_EVENTS and CONFIG_TRACE_EVENT_INJECT (built on
+first use, incrementally from the base tree). The script's output is a
+sequence of ``@@ <case> <part>`` headers, each followed by that part's text;
+this turns it into ``{"variants": {name: {"kernel", "cases": {case: {part:
+text}}}}}`` with ``raw`` parts as lists of ``{"cpu", "page"}`` (hex
+sub-buffers).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from ..kernel import Oracle
+
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE.parents[1] / "data" / "synth-captures-6.12.117.json"
-ORACLE = Path("/work/shared/tools/kernel-oracle")
-CACHE = Path.home() / ".cache"
-VARIANTS = {"base": CACHE / "kernel-oracle", "probes": CACHE / "kernel-oracle-probes"}
+#: Capture name -> oracle variant.
+VARIANTS = {"base": "", "probes": "probes"}
 
 
 def parse(text: str) -> dict:
@@ -62,16 +63,14 @@ def parse(text: str) -> dict:
 
 
 def run(variant: str, workdir: Path) -> str:
-    cache = VARIANTS[variant]
+    oracle = Oracle("6.12", VARIANTS[variant])
     tfctl = workdir / "tfctl"
-    subprocess.run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-isystem",
-                    str(CACHE / "kernel-oracle" / "usr" / "include"),
+    subprocess.run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-isystem", str(oracle.include),
                     str(HERE / "tfctl.c"), "-o", str(tfctl)], check=True)
-    env = dict(os.environ, ORACLE_DIR=str(cache))
-    out = subprocess.run([str(ORACLE / "oracle-run.sh"), str(tfctl), str(HERE / "synth_capture.sh"),
-                          "--", "sh", "synth_capture.sh"],
-                         env=env, check=True, capture_output=True, text=True, encoding="latin-1")
-    return out.stdout
+    result = oracle.run([tfctl, HERE / "synth_capture.sh"], "sh synth_capture.sh")
+    if result.status != 0:
+        raise SystemExit(f"synth_capture.sh exited with {result.status}:\n{result.output}")
+    return result.output
 
 
 def main() -> int:

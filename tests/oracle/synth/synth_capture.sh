@@ -4,7 +4,8 @@
 # (busybox sh) with tfctl next to it; prints "@@ <case> <part>" headers, each
 # followed by that part's raw output, for capture.py to turn into JSON.
 #
-#   ./oracle-run.sh tfctl synth_capture.sh -- sh synth_capture.sh
+#   python -m tests.oracle.kernel run 6.12 tfctl synth_capture.sh -- 'sh synth_capture.sh'
+#   (capture.py does this, and builds tfctl)
 #
 # The same script runs against our FUSE tracefs for the integration test:
 #   TRACEFS=/path/to/mount TFCTL_DIR=/dir/of/tfctl sh synth_capture.sh
@@ -16,8 +17,8 @@
 # cleared, after every step), then snapshots of files ("file:<path>") and
 # drained ring-buffer pages ("raw").
 # Sections that need CONFIG_TRACE_EVENT_INJECT / CONFIG_KPROBE_EVENTS are
-# skipped when the kernel lacks them (the shared oracle lacks both; see
-# build-probes-kernel.sh).
+# skipped when the kernel lacks them (the oracle's base build lacks both; its
+# "probes" variant has them).
 set -u
 T=${TRACEFS:-/sys/kernel/tracing}
 cd "$T" || exit 1

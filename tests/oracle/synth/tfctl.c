@@ -16,7 +16,8 @@
 // TEXT may contain \n, \t, \v (backslash escapes) and \0 for a NUL.
 //
 // Build (static, for the VM):
-//   gcc -static -O2 -isystem ~/.cache/kernel-oracle/usr/include tfctl.c -o tfctl
+//   gcc -static -O2 -isystem "$(python -m tests.oracle.kernel build 6.12)/usr/include" \
+//       tfctl.c -o tfctl
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>

@@ -1,0 +1,197 @@
+"""Field values: reading an EventHeader payload with its field definitions.
+
+Rules:
+  * Sizes come from the encoding alone (the spec's "the encoding indicates
+    how a decoder should determine the size of the field"); the format only
+    says how to show the bytes, so a format the spec does not list for an
+    encoding is read with the encoding's default.
+  * Values are JSON's own types (a decoded event equals the same event read
+    back from JSON Lines):
+
+    =============================  ============================================
+    format                          value
+    =============================  ============================================
+    unsigned/signed/hex int, errno,  ``int`` (signed for signed_int, errno, pid,
+    pid, time, port                  time; port in network byte order)
+    boolean                         ``True``/``False`` for 1/0, else the ``int``
+    float                           ``float``
+    hex_bytes, value128 default     ``str``: the bytes in hex
+    string8                         ``str`` (ISO-8859-1)
+    string_utf (and _bom/xml/json)  ``str`` (UTF-8/16/32 by code unit; a BOM
+                                    decides the byte order where allowed;
+                                    undecodable units as ``\\xNN``)
+    uuid, ipv4, ipv6                ``str`` in their usual notation
+    =============================  ============================================
+
+    A struct is a ``dict``; an array (constant or variable) a ``list``.
+  * A field name used twice in one struct keeps both values: the second is
+    ``name;2`` (``;`` cannot occur in a field name).
+  * Running out of payload raises :class:`PayloadError` after the fields
+    already read were stored in the dict being filled.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+import uuid
+from typing import Any
+
+from ._metadata import FieldDefinition
+from ._spec import ENCODING_CARRAY, ByteOrder, Encoding, Format
+
+_VALUE_SIZES = {Encoding.VALUE8: 1, Encoding.VALUE16: 2, Encoding.VALUE32: 4,
+                Encoding.VALUE64: 8, Encoding.VALUE128: 16}
+_ZSTRING_UNITS = {Encoding.ZSTRING_CHAR8: 1, Encoding.ZSTRING_CHAR16: 2,
+                  Encoding.ZSTRING_CHAR32: 4}
+_COUNTED_UNITS = {Encoding.STRING_LENGTH16_CHAR8: 1, Encoding.STRING_LENGTH16_CHAR16: 2,
+                  Encoding.STRING_LENGTH16_CHAR32: 4}
+_CODECS = {(1, "little"): "utf-8", (1, "big"): "utf-8", (2, "little"): "utf-16-le",
+           (2, "big"): "utf-16-be", (4, "little"): "utf-32-le", (4, "big"): "utf-32-be"}
+#: Byte order marks by code unit: (mark, the byte order it announces).
+_BOMS: dict[int, tuple[tuple[bytes, ByteOrder], ...]] = {1: ((b"\xef\xbb\xbf", "little"),),
+         2: ((b"\xff\xfe", "little"), (b"\xfe\xff", "big")),
+         4: ((b"\xff\xfe\x00\x00", "little"), (b"\x00\x00\xfe\xff", "big"))}
+_SIGNED = frozenset({Format.SIGNED_INT, Format.ERRNO, Format.PID, Format.TIME})
+_BOM_FORMATS = frozenset({Format.STRING_UTF_BOM, Format.STRING_XML, Format.STRING_JSON})
+_FLOATS = {(4, "little"): struct.Struct("<f"), (4, "big"): struct.Struct(">f"),
+           (8, "little"): struct.Struct("<d"), (8, "big"): struct.Struct(">d")}
+_REPLACEMENT = "\ufffd"
+
+
+class PayloadError(ValueError):
+    """The payload ends before its fields do."""
+
+
+class Payload:
+    """The payload bytes and a read position."""
+
+    __slots__ = ("data", "pos", "order")
+
+    def __init__(self, data: bytes, pos: int, order: ByteOrder) -> None:
+        self.data = data
+        self.pos = pos
+        self.order = order
+
+    def take(self, size: int, what: str) -> bytes:
+        end = self.pos + size
+        if end > len(self.data):
+            raise PayloadError(f"{what}: {size} bytes at {self.pos} past the payload's "
+                               f"{len(self.data)}")
+        raw = self.data[self.pos:end]
+        self.pos = end
+        return raw
+
+    def count(self, what: str) -> int:
+        return int.from_bytes(self.take(2, what), self.order)
+
+    def zstring(self, unit: int, what: str) -> bytes:
+        data, start = self.data, self.pos
+        if unit == 1:
+            end = data.find(0, start)
+        else:
+            zero = bytes(unit)
+            end = start
+            while end + unit <= len(data) and data[end:end + unit] != zero:
+                end += unit
+            if end + unit > len(data):
+                end = -1
+        if end < 0:
+            raise PayloadError(f"{what}: no terminating NUL after {start}")
+        self.pos = end + unit
+        return data[start:end]
+
+
+def _char(code: int) -> str:
+    """string_utf on a value16/value32: one code unit or code point."""
+    if 0xD800 <= code <= 0xDFFF or code > 0x10FFFF:
+        return _REPLACEMENT
+    return chr(code)
+
+
+def _scalar(raw: bytes, shown: Format, order: ByteOrder) -> Any:
+    if shown is Format.HEX_BYTES:
+        return raw.hex()
+    if len(raw) == 16:
+        if shown is Format.UUID:
+            return str(uuid.UUID(bytes=raw))
+        return str(ipaddress.IPv6Address(raw))  # the only other usable format
+    if shown is Format.FLOAT:
+        return _FLOATS[(len(raw), order)].unpack(raw)[0]
+    if shown is Format.PORT:
+        return int.from_bytes(raw, "big")
+    if shown is Format.IPV4:
+        return str(ipaddress.IPv4Address(raw))
+    if shown is Format.STRING8:
+        return raw.decode("latin-1")
+    value = int.from_bytes(raw, order, signed=shown in _SIGNED)
+    if shown is Format.BOOLEAN:
+        return bool(value) if value in (0, 1) else value
+    if shown is Format.STRING_UTF:
+        return _char(value)
+    return value
+
+
+def _string(raw: bytes, unit: int, shown: Format, order: ByteOrder) -> str:
+    if shown is Format.HEX_BYTES:
+        return raw.hex()
+    if shown is Format.STRING8:
+        return raw.decode("latin-1")
+    if shown in _BOM_FORMATS:
+        for mark, marked_order in _BOMS[unit]:
+            if raw.startswith(mark):
+                raw, order = raw[len(mark):], marked_order
+                break
+    return raw.decode(_CODECS[(unit, order)], "backslashreplace")
+
+
+def _element(field: FieldDefinition, payload: Payload) -> Any:
+    encoding = field.encoding
+    if encoding is Encoding.STRUCT:
+        values: dict[str, Any] = {}
+        read_fields(field.fields, payload, values)
+        return values
+    assert field.shown is not None
+    size = _VALUE_SIZES.get(encoding)
+    if size is not None:
+        return _scalar(payload.take(size, field.name), field.shown, payload.order)
+    unit = _ZSTRING_UNITS.get(encoding)
+    if unit is not None:
+        raw = payload.zstring(unit, field.name)
+    else:
+        unit = _COUNTED_UNITS[encoding]
+        raw = payload.take(payload.count(field.name) * unit, field.name)
+    return _string(raw, unit, field.shown, payload.order)
+
+
+def _store(values: dict[str, Any], name: str, value: Any) -> None:
+    key, n = name, 1
+    while key in values:
+        n += 1
+        key = f"{name};{n}"
+    values[key] = value
+
+
+def read_fields(fields: tuple[FieldDefinition, ...], payload: Payload,
+                values: dict[str, Any]) -> None:
+    """Read ``fields`` from the payload into ``values`` (see the module's rules).
+
+    Raises:
+        PayloadError: the payload ended first; ``values`` holds what was read,
+            and a partly read array or struct is stored as far as it got.
+    """
+    for field in fields:
+        if not field.array:
+            if field.encoding is Encoding.STRUCT:
+                nested: dict[str, Any] = {}
+                _store(values, field.name, nested)
+                read_fields(field.fields, payload, nested)
+            else:
+                _store(values, field.name, _element(field, payload))
+            continue
+        count = (field.length if field.array == ENCODING_CARRAY
+                 else payload.count(field.name))
+        elements: list[Any] = []
+        _store(values, field.name, elements)
+        for _ in range(count):
+            elements.append(_element(field, payload))
