@@ -46,8 +46,8 @@ MAX_RW_COUNT = 0x7FFFF000
 # struct iovec { void *iov_base; size_t iov_len; };
 IOVEC = struct.Struct("<QQ")
 
-#: ``read(tgid, addr, size)``: the bytes readable there (fewer at a fault).
-ReadMemory = Callable[[int, int, int], bytes]
+#: ``read(addr, size)`` in the writer: the bytes readable there (fewer at a fault).
+ReadMemory = Callable[[int, int], bytes]
 
 
 #: Bytes of a write read at most: more than any record can hold (a
@@ -78,22 +78,22 @@ def _syscall(tid: int) -> tuple[int, list[int]] | None:
     return int(fields[0]), [int(field, 16) for field in fields[1:7]]
 
 
-def _buffers(read: ReadMemory, tgid: int, nr: int, args: list[int]) -> list[tuple[int, int]] | None:
+def _buffers(read: ReadMemory, nr: int, args: list[int]) -> list[tuple[int, int]] | None:
     if nr == SYS_WRITE:
         return [(args[1], args[2])]
     if nr != SYS_WRITEV or not 0 < args[2] <= UIO_MAXIOV:
         return None
-    raw = read(tgid, args[1], args[2] * IOVEC.size)
+    raw = read(args[1], args[2] * IOVEC.size)
     if len(raw) != args[2] * IOVEC.size:
         return None  # the kernel copied them in before FUSE: they moved
     return [IOVEC.unpack_from(raw, i * IOVEC.size) for i in range(args[2])]
 
 
-def whole_write(read: ReadMemory, tid: int, tgid: int, received: int) -> WholeWrite | None:
+def whole_write(read: ReadMemory, tid: int, received: int) -> WholeWrite | None:
     """The write ``tid`` is making, if it is larger than the ``received`` bytes.
 
     Args:
-        read: process memory.
+        read: the writer's memory.
         received: the size of the request FUSE delivered.
 
     Returns:
@@ -102,7 +102,7 @@ def whole_write(read: ReadMemory, tid: int, tgid: int, received: int) -> WholeWr
     call = _syscall(tid)
     if call is None:
         return None
-    buffers = _buffers(read, tgid, *call)
+    buffers = _buffers(read, *call)
     if buffers is None:
         return None
     count = min(sum(length for _, length in buffers), MAX_RW_COUNT)
@@ -114,19 +114,19 @@ def whole_write(read: ReadMemory, tid: int, tgid: int, received: int) -> WholeWr
         length = min(length, left)
         left -= length
         want = max(0, min(length, READ_LIMIT - len(data)))
-        got = read(tgid, base, want) if want else b""
+        got = read(base, want) if want else b""
         data += got
-        if len(got) < want or not _readable(read, tgid, base + want, length - want):
+        if len(got) < want or not _readable(read, base + want, length - want):
             return WholeWrite(count=count, data=bytes(data), faulted=True)
     return WholeWrite(count=count, data=bytes(data), faulted=False)
 
 
-def _readable(read: ReadMemory, tgid: int, addr: int, length: int) -> bool:
+def _readable(read: ReadMemory, addr: int, length: int) -> bool:
     """``fault_in_iov_iter_readable`` of a range, read a megabyte at a time."""
     end = addr + length
     while addr < end:
         size = min(end - addr, READ_LIMIT)
-        if len(read(tgid, addr, size)) != size:
+        if len(read(addr, size)) != size:
             return False
         addr += size
     return True
