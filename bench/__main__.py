@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                  ("7. enable propagation into forked children",
                   lambda: fork_propagation(binaries, workdir, recorder, args.repeats)),
                  ("8. teardown of many enablers",
-                  lambda: teardown(binaries, workdir, recorder)))
+                  lambda: teardown(binaries, workdir, recorder)),
+                 ("9. issue 12's goals (from 1 and 4)", suite.goals))
         number = ""
         for title, step in steps:
             # An indented step (the profile) belongs to the benchmark above it.

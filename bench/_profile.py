@@ -7,9 +7,10 @@ pauses the daemon, so the writes/s seen meanwhile are lower than benchmark 1's
 and are reported only to show that cost.
 
 Rules:
-  * Only the serving (main) thread counts: its stacks start in
-    ``_run_module_as_main``. Other threads (trio's idle thread cache) are
-    left out.
+  * Only the main (trio) thread counts: its stacks start in
+    ``_run_module_as_main``. Other threads (trio's idle thread cache, and
+    the native receiver thread, which serves fast-path writes without
+    Python: its cost is in benchmark 1's CPU figures) are left out.
   * A sample whose innermost frame is ``epoll_wait`` is idle: the daemon was
     waiting for the next request. Shares are of the other (busy) samples.
   * A part's share is inclusive: the samples with that frame anywhere on the
@@ -34,14 +35,14 @@ MAIN_THREAD_ROOT = "_run_module_as_main"
 #: what they leave is reported as the rest (trio's scheduler and pyfuse3's
 #: coroutine plumbing). Indented parts are inside the part above them.
 BREAKDOWN = (
-    ("read the request from /dev/fuse", "io_read"),
-    ("RequestHandler.write (the bridge's handler)", "RequestHandler.write"),
+    ("io_read: take a queued request, staged records first", "io_read"),
+    ("  take staged records in (the fast path's intake)", "NativeWrites.drain"),
+    ("    of which the ring buffer's appends", "CpuBuffer.take_in"),
+    ("writes the engine serves (RequestHandler.write)", "RequestHandler.write"),
     ("  writer's CPU and comm: pread of /proc/<tid>/stat", "Daemon.writer_task"),
     ("  engine: UserEventsData.write", "UserEventsData.write"),
-    ("    of which RingBuffer.write", "RingBuffer.write"),
-    ("  publish hook: wake readers, push mapped pages", "Daemon.publish"),
     ("  reply: fuse_reply_write, a writev to /dev/fuse", "fuse_reply_write"),
-    ("trio: re-arm the fd (epoll_ctl), once per request",
+    ("trio: re-arm the fd (epoll_ctl), once per wakeup",
      "EpollIOManager._update_registrations"),
     ("trio: epoll_wait and its results (busy part)", "EpollIOManager.get_events"),
     ("process connector: fork/exec/exit of any process", "Daemon.follow_processes"),

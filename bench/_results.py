@@ -85,6 +85,9 @@ class Recorder:
     def add(self, group: str, row: str, column: str, unit: str, value: float) -> None:
         self._cells.setdefault((group, row, column), (unit, []))[1].append(value)
 
+    def has(self, group: str, row: str, column: str) -> bool:
+        return (group, row, column) in self._cells
+
     def runs(self, group: str, row: str, column: str) -> list[float]:
         return self._cells[(group, row, column)][1]
 

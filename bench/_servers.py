@@ -58,6 +58,10 @@ class Binaries:
                         str(BENCH_DIR / "floor_fuse.c"), *fuse], check=True)
 
 
+#: tracefs-fuse's thread reading /dev/fuse (fuse/_native/receiver.h).
+RECEIVER_THREAD = "tracefs-rx"
+
+
 class Server:
     """A FUSE server process and its mountpoint."""
 
@@ -76,18 +80,26 @@ class Server:
     def data_file(self) -> Path:
         return self.mountpoint / "user_events_data"
 
-    def usage(self) -> tuple[float, int, int]:
-        """(CPU seconds of all threads, times the main thread slept, was preempted).
+    def _serving_thread(self) -> int:
+        """The thread that reads /dev/fuse: tracefs-fuse's receiver, else the main one."""
+        for tid in os.listdir(f"/proc/{self.proc.pid}/task"):
+            with open(f"/proc/{self.proc.pid}/task/{tid}/comm") as f:
+                if f.read().strip() == RECEIVER_THREAD:
+                    return int(tid)
+        return self.proc.pid
 
-        The main thread is the one serving requests in all three servers;
-        its voluntary context switches are sleeps (waiting for a request),
-        the involuntary ones preemptions.
+    def usage(self) -> tuple[float, int, int]:
+        """(CPU seconds of all threads, times the serving thread slept, was preempted).
+
+        The serving thread reads /dev/fuse (tracefs-fuse's receiver thread,
+        the main thread of the floors); its voluntary context switches are
+        sleeps (waiting for a request), the involuntary ones preemptions.
         """
         with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
         cpu_s = (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
         switches = {}
-        with open(f"/proc/{self.proc.pid}/status") as f:
+        with open(f"/proc/{self.proc.pid}/task/{self._serving_thread()}/status") as f:
             for line in f:
                 key, _, value = line.partition(":")
                 if key.endswith("ctxt_switches"):

@@ -175,6 +175,10 @@ def _add_filesystem_options(parser: argparse.ArgumentParser, *,
              "(initial namespaces, CAP_NET_ADMIN), /proc (anywhere), or auto: the connector "
              "where it can be joined (default: %(default)s)")
     group.add_argument(
+        "--no-fast-path", dest="fast_path", action="store_false", default=None,
+        help="serve every write with the engine, none natively (for debugging; "
+             "docs/performance.md)")
+    group.add_argument(
         "-o", action=_OptionWords, metavar="OPT[,OPT...]",
         help="options the FUSE way: any filesystem or logging option by name "
              "(mode=750,gid=100,abi=6.1,cpus=4,debug), and the mount flags ro, nosuid, "

@@ -56,6 +56,8 @@ class MountConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         events: user events to enable the moment they are created, as
             ``set_event`` words with globs (``user_events:*``); an option the
             kernel lacks (see ``engine/_auto_enable.py``).
+        fast_path: answer enabled-event writes natively (docs/performance.md);
+            ``--no-fast-path`` leaves every write to the engine.
     """
 
     mountpoint: str
@@ -72,6 +74,8 @@ class MountConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     mount_flags: tuple[MountFlag, ...] = ()
     process_source: ProcessSource = "auto"
     events: tuple[str, ...] = ()
+    #: Enabled-event writes answered natively (``--no-fast-path``: by the engine).
+    fast_path: bool = True
 
     def __post_init__(self) -> None:
         for pattern in self.events:

@@ -1,6 +1,10 @@
 // ioctl client for tests/fuse/bridge_testfs.py (the "ioctl" file).
 //
 // usage: bridge_ioctl reg|thread|data|unknown FILE
+//        bridge_ioctl reg-mapped FILE MAPPED: struct bridge_reg across the end
+//            of ordinary memory into an untouched private writable mapping of
+//            MAPPED, so that the daemon's process_vm_writev faults into a read
+//            of MAPPED from the daemon itself; prints ret= and errno=
 //        bridge_ioctl bench|bench-task FILE SECONDS
 // Prints key=value lines; exits with errno on an unexpected failure.
 #include <errno.h>
@@ -11,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +77,21 @@ int main(int argc, char **argv)
 		pthread_t t;
 		pthread_create(&t, NULL, do_reg, NULL);
 		pthread_join(t, NULL);
+	} else if (!strcmp(mode, "reg-mapped") && argc == 4) {
+		char *area = mmap(NULL, 8192, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		int mfd = open(argv[3], O_RDONLY);
+		if (area == MAP_FAILED || mfd < 0 ||
+		    mmap(area + 4096, 4096, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_FIXED, mfd, 0) != area + 4096) {
+			perror("mmap");
+			return errno;
+		}
+		struct bridge_reg *reg = (void *)(area + 4096 - 8);
+		reg->size = sizeof(*reg);  /* the first 8 bytes: ordinary memory */
+		reg->marker = 0x11111111;
+		int ret = ioctl(fd, IOC_REG, reg);
+		printf("ret=%d errno=%s\n", ret, ret < 0 ? strerrorname_np(errno) : "0");
 	} else if (!strcmp(mode, "data")) {
 		uint64_t v[2] = {41, 99};
 		int ret = ioctl(fd, IOC_DATA, v);

@@ -314,8 +314,15 @@ class CpuBuffer:
 
     # -- writing ------------------------------------------------------------------
 
-    def write(self, record: bytes) -> bool:
+    def write(self, record: bytes | memoryview, stamp: int | None = None) -> bool:
         """Reserve, fill and commit one event (``ring_buffer_write``).
+
+        Args:
+            record: the event body.
+            stamp: the time stamp the writer took when it wrote (a record
+                the native fast path staged: see :meth:`RingBuffer.take_in`);
+                None reads the clock now, and again after a page move, as
+                ``rb_reserve_next_event`` does.
 
         Returns:
             False if the record is larger than ``max_data_size`` or the ring
@@ -327,7 +334,7 @@ class CpuBuffer:
         length = _EVENT_LENGTHS[n] if n < _SMALL_RECORDS else rb_calculate_event_length(n)
         page = self.tail_page
         w = page.commit
-        ts = self.read_clock()
+        ts = self.read_clock() if stamp is None else stamp
         if w:
             # __rb_reserve_next(): the first event on a page uses the page's
             # time stamp (delta 0); others need a TIME_EXTEND if the delta
@@ -344,7 +351,8 @@ class CpuBuffer:
             page = self.tail_page
             w = delta = 0
             total = length
-            ts = self.read_clock()
+            if stamp is None:
+                ts = self.read_clock()
         data = page.view
         off = BUF_PAGE_HDR_SIZE + w
         if total != length:
@@ -356,12 +364,49 @@ class CpuBuffer:
         encode_data_event(data, off, record, length, delta)
         if not w:
             page.time_stamp = ts
-        page.commit = w + total
+        self._commit(page, w + total, total, ts)
+        return True
+
+    def _commit(self, page: BufferPage, commit: int, total: int, ts: int) -> None:
+        """``rb_commit``: one more event of ``total`` bytes on ``page``, stamped ``ts``."""
+        page.commit = commit
         page.entries += 1
         page.dirty = True
         self.entries += 1
         self.entries_bytes += total
         self.write_stamp = ts
+
+    def take_in(self, staged: memoryview, at: int, copy_len: int, length: int, stamp: int,
+                previous: int, event_length: int) -> bool:
+        """Record an event the native fast path staged and encoded.
+
+        The fast path encodes each event as :meth:`write` would right after
+        the event it staged before on this CPU (``previous`` is that one's
+        time stamp): ``time_delta`` from it, a TIME_EXTEND when the delta does
+        not fit. That encoding is this buffer's own only while the buffer's
+        last event is that one (``write_stamp == previous``) and the event
+        continues a page it fits in; otherwise the record is written afresh.
+
+        Args:
+            staged: memory holding the encoding at ``at``: TIME_EXTEND (if
+                any), event header and record, ``copy_len`` bytes, as
+                :meth:`write` would lay them down; the record (what
+                :meth:`write` takes, ``length`` bytes) ends it.
+            stamp: the record's time stamp.
+            previous: the time stamp the encoding's delta is relative to.
+            event_length: the bytes the event takes, TIME_EXTEND included.
+
+        Returns:
+            As :meth:`write`.
+        """
+        page = self.tail_page
+        w = page.commit
+        end = at + copy_len
+        if not w or w + event_length > self.bsize or self.write_stamp != previous:
+            return self.write(staged[end - length:end], stamp)
+        off = BUF_PAGE_HDR_SIZE + w
+        page.view[off:off + copy_len] = staged[at:end]
+        self._commit(page, w + event_length, event_length, stamp)
         return True
 
     def _move_tail(self, tail: int, length: int) -> bool:
@@ -1107,6 +1152,19 @@ class RingBuffer:
         if not self._record_on:
             return False
         return self.cpus[cpu].write(record)
+
+    def take_in(self, cpu: int, staged: memoryview, at: int, copy_len: int, length: int,
+                stamp: int, previous: int, event_length: int) -> bool:
+        """Record an entry the native fast path staged (see :meth:`CpuBuffer.take_in`).
+
+        The fast path answered the write while recording was on (it checks
+        the same state the engine published to it), so the record is kept
+        even if ``tracing_on`` went to 0 since: a write that raced with the
+        switch, as in the kernel. Copies the event once, from the staging
+        memory into the page.
+        """
+        return self.cpus[cpu].take_in(staged, at, copy_len, length, stamp, previous,
+                                      event_length)
 
     def reset(self, cpu: int | None = None) -> None:
         """Clear one CPU (``tracing_reset_cpu``) or all (``tracing_reset_online_cpus``).

@@ -17,7 +17,7 @@ Kernel: kernel/trace/trace_events.c, kernel/trace/trace.c.
 from __future__ import annotations
 
 import errno
-from typing import Iterable, Protocol
+from typing import Callable, Iterable, Protocol
 
 from ._errors import TracefsError
 from ._events import EventFile, EventTable, TraceEvent
@@ -32,6 +32,10 @@ class TraceBuffer(Protocol):
     subbuf_size: int
 
     def write(self, cpu: int, record: bytes) -> bool:
+        ...
+
+    def take_in(self, cpu: int, staged: memoryview, at: int, copy_len: int, length: int,
+                stamp: int, previous: int, event_length: int) -> bool:
         ...
 
     def reset(self, cpu: int | None = None) -> None:
@@ -105,6 +109,9 @@ class TraceArray:
         #: Set when a once-enabled event is removed (``tr->clear_trace``).
         self.clear_trace = False
         self._files: dict[TraceEvent, EventFile] = {}
+        #: Called with every event whose enable state here changed (the
+        #: native fast path republishes it).
+        self.enable_listeners: list[Callable[[TraceEvent], None]] = []
         events.removal_listeners.append(self._event_removed)
 
     # -- the RecordSink seam ------------------------------------------------------
@@ -130,12 +137,16 @@ class TraceArray:
                 and (cpu is None or bool(self.cpumask >> cpu & 1)))
 
     def record(self, entry: bytes, task: Task) -> None:
+        self.save_task(task)
+        if self.buffer.write(task.cpu, entry):
+            self.generation += 1
+
+    def save_task(self, task: Task) -> None:
+        """What :meth:`record` remembers of a writer (``saved_cmdlines``, tgids)."""
         if self._nr_enabled and self.options["record-cmd"]:
             self.cmdlines.save_comm(task)
         if self.options["record-tgid"]:
             self.cmdlines.save_tgid(task)
-        if self.buffer.write(task.cpu, entry):
-            self.generation += 1
 
     def _option_changed(self, name: str, value: bool) -> None:
         if name == "overwrite":
@@ -162,6 +173,9 @@ class TraceArray:
         was = file.enabled
         file.set_enabled(enabled)
         self._nr_enabled += file.enabled - was
+        if file.enabled != was:
+            for listener in self.enable_listeners:
+                listener(event)
 
     def set_clr_event(self, enabled: bool, *, match: str | None = None,
                       system: str | None = None, name: str | None = None) -> None:

@@ -183,17 +183,27 @@ class UserEventsData:
 
     # -- write ------------------------------------------------------------------
 
-    def write(self, file: UserEventsFile, data: bytes, offset: int, task: Task) -> int:
+    def write(self, file: UserEventsFile, data: bytes, offset: int, task: Task, *,
+              count: int | None = None, faulted: bool = False) -> int:
         """``user_events_write_core``: record ``[s32 index][payload]``.
+
+        Args:
+            data: the bytes written; with ``count``, the part of a longer
+                write that could be read before its first unreadable byte
+                (``faulted``), or a part longer than any record can be.
+            count: the whole write's size, when ``data`` is not all of it.
+            faulted: a byte of the write could not be read.
 
         Returns the whole count, index included.
 
         Raises:
             TracefsError: EFAULT (position not 0, fewer than 4 bytes, a dynamic
-                field outside the record), EINVAL (negative index, payload
-                shorter than the fields), ENOENT (index never handed out by this
-                file), EBADF (the event is not enabled; mainline only).
+                field outside the record, an unreadable byte of an enabled
+                event's write), EINVAL (negative index, payload shorter than
+                the fields), ENOENT (index never handed out by this file),
+                EBADF (the event is not enabled; mainline only).
         """
+        count = len(data) if count is None else count
         if offset != 0:
             raise TracefsError(errno.EFAULT, "user_events_data writes must be at position 0")
         if len(data) < 4:
@@ -204,15 +214,18 @@ class UserEventsData:
         if index >= len(file.slots):
             raise TracefsError(errno.ENOENT, f"write index {index} was not handed out")
         event, abi = file.slots[index]
-        if len(data) - 4 < event.min_size:
+        if count - 4 < event.min_size:
             raise TracefsError(errno.EINVAL, "payload shorter than the event's fields")
         if not event.status:
             if abi is not Abi.V5_18:
                 raise TracefsError(errno.EBADF, f"{event.name} is not enabled")
-            return len(data)  # 5.18 (never fixed): a disabled write was a silent no-op
+            return count  # 5.18 (never fixed): a disabled write was a silent no-op
+        if faulted:
+            # fault_in_iov_iter_readable() of the whole write, before any probe.
+            raise TracefsError(errno.EFAULT, f"byte {len(data)} of the write is unreadable")
         if not record(event, self.registry.record_header(event, task) + data[4:], task):
             raise TracefsError(errno.EFAULT, "a dynamic field points outside the record")
-        return len(data)
+        return count
 
 
 def record(event: UserEvent, entry: bytes, task: Task) -> bool:

@@ -30,6 +30,11 @@ class UserEventsDataFile(OpenFile):
     def write(self, data: bytes, offset: int, task: Task) -> int:
         return self.data.write(self.file, data, offset, task)
 
+    def write_whole(self, data: bytes, count: int, faulted: bool, task: Task) -> int:
+        """A write of ``count`` bytes that FUSE split or cut short (see
+        ``UserEventsData.write``)."""
+        return self.data.write(self.file, data, 0, task, count=count, faulted=faulted)
+
     def ioctl(self, cmd: int, arg: int, task: Task) -> int:
         return self.data.ioctl(self.file, cmd, arg, task)
 

@@ -36,11 +36,20 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
+
+#include "_native/fastpath.h"
+#include "_native/receiver.h"
+
+/* fs/fuse/fuse_i.h: what a connection gets without FUSE_MAX_PAGES. */
+#define FUSE_DEFAULT_MAX_PAGES_PER_REQ 32
 
 #define BRIDGE_EXPORT __attribute__((visibility("default")))
 
@@ -107,6 +116,9 @@ static struct {
     struct fh_flags *fh_flags;      /* set_open_flags() entries, one-shot */
     size_t n_fh, cap_fh;
     unsigned long long requests, interrupts_received, open_fixups;
+    /* What INIT settled: bytes and pages (after the kernel's clamp to
+     * fs.fuse.max_pages_limit, which set_limits() told us) per request. */
+    uint32_t max_write, max_pages, max_pages_limit;
 } io;
 
 /* The request being dispatched: io_read records its header, and libfuse
@@ -121,7 +133,17 @@ static struct fuse_lowlevel_ops bridged_ops;
 static struct fuse_session *hooked_se;
 static unsigned long generation;   /* bumped by fuse_session_destroy */
 static int custom_io_installed, custom_io_error;
+/* /dev/fuse, where replies go; libfuse's session fd is the receiver's
+ * eventfd until unmount (see fuse_session_mount). */
+static int wire_fd = -1;
+
+/* libfuse 3.14's se->bufsize (FUSE_MAX_MAX_PAGES pages plus
+ * FUSE_BUFFER_HEADER_SIZE): the buffer io_read fills, so no request we
+ * queue may be larger. */
+#define SESSION_BUFSIZE (256 * 4096 + 0x1000)
 static PyObject *cb_ioctl, *cb_read, *cb_write, *cb_interrupted;
+static PyObject *cb_drain;          /* set_drain(): takes staged records in */
+static unsigned long long fast_drains;
 static PyObject *log_error_fn;     /* logging.getLogger(...).error */
 static struct {
     unsigned long long ioctls, reads, writes, interrupts, orphaned,
@@ -647,20 +669,70 @@ static void note_request(const void *buf, size_t len)
             io.open_uniques[io.n_opens++] = in->unique;
     } else if (in->opcode == FUSE_INTERRUPT) {
         io.interrupts_received++;
+    } else if (in->opcode == FUSE_POLL &&
+               len >= sizeof(*in) + sizeof(struct fuse_poll_in) &&
+               (((const struct fuse_poll_in *)(in + 1))->flags &
+                FUSE_POLL_SCHEDULE_NOTIFY)) {
+        /* A poller may arm: staged records must reach the engine (and wake
+         * it) as they come, until the next publish says nobody waits. */
+        fp_set_wake(1);
     }
     pthread_mutex_unlock(&io_lock);
 }
 
+/* Hands the staged records to the Python drain callback (trio thread, GIL
+ * held: io_read runs inside pyfuse3's loop).  An exception is a bug: logged,
+ * and the records are dropped rather than offered again for ever. */
+static void drain(void)
+{
+    if (!cb_drain) {
+        const unsigned char *data;
+        size_t len;
+        for (fp_staged(&data, &len); len; fp_staged(&data, &len))
+            fp_consumed(len);
+        return;
+    }
+    fast_drains++;
+    PyObject *res = PyObject_CallNoArgs(cb_drain);
+    if (!res) {
+        stats.handler_errors++;
+        log_handler_exception("drain", 0);
+        const unsigned char *data;
+        size_t len;
+        for (fp_staged(&data, &len); len; fp_staged(&data, &len))
+            fp_consumed(len);
+    }
+    Py_XDECREF(res);
+}
+
+/* libfuse's session loop reads here (pyfuse3, trio thread, GIL held): the
+ * receiver thread has read the request from /dev/fuse and queued it.  `fd`
+ * is the eventfd pyfuse3 waited on.  -1 with EINTR makes pyfuse3 wait again
+ * (a drain, or a wakeup that raced with a take); ENODEV ends the session. */
 static ssize_t io_read(int fd, void *buf, size_t buf_len, void *userdata)
 {
+    (void)fd;
     (void)userdata;
-    ssize_t n = read(fd, buf, buf_len);
-    if (n >= (ssize_t)sizeof(struct fuse_in_header)) {
-        int saved = errno;
-        note_request(buf, (size_t)n);
-        errno = saved;
+    size_t n;
+    switch (rx_take(buf, buf_len, &n)) {
+    case RX_REQUEST:
+        /* Records the fast path staged before this request came are the
+         * engine's before the request is. */
+        if (fp_pending())
+            drain();
+        note_request(buf, n);
+        return (ssize_t)n;
+    case RX_END:
+        errno = (int)n;
+        return -1;
+    case RX_DRAIN:
+        drain();
+        break;
+    case RX_EMPTY:
+        break;
     }
-    return n;
+    errno = EINTR;
+    return -1;
 }
 
 /* Caller holds io_lock.  Returns 1 and removes it if `unique` is a pending
@@ -708,9 +780,22 @@ static void patch_reply(unsigned char *msg, size_t len, int is_init)
             arg->flags2 |= INIT_FLAGS2_DIRECT_IO_ALLOW_MMAP;
             io.allow_mmap_granted = 1;
         }
+        if (arg->flags & FUSE_MAX_PAGES) {
+            /* As many pages per request as the kernel allows (it takes the
+             * smaller of this and fs.fuse.max_pages_limit), so that a
+             * writev of many iovecs stays one request where it can; the
+             * bytes stay within max_write, which our buffers hold. */
+            arg->max_pages = UINT16_MAX;
+        }
         io.reply_minor = arg->minor;
         io.reply_flags = arg->flags;
         io.reply_flags2 = arg->flags2;
+        io.max_write = arg->max_write;
+        io.max_pages = (arg->flags & FUSE_MAX_PAGES)
+                           ? (io.max_pages_limit < arg->max_pages
+                                  ? io.max_pages_limit : arg->max_pages)
+                           : FUSE_DEFAULT_MAX_PAGES_PER_REQ;
+        fp_set_limits(io.max_write, io.max_pages);
     } else if (len >= sizeof(*out) + sizeof(struct fuse_open_out)) {
         struct fuse_open_out *arg = (void *)(msg + sizeof(*out));
         uint32_t extra = take_fh_flags(arg->fh);
@@ -721,9 +806,12 @@ static void patch_reply(unsigned char *msg, size_t len, int is_init)
     }
 }
 
+/* Replies and notifications, from any thread.  `fd` is libfuse's session fd
+ * (our eventfd); they go to /dev/fuse. */
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
     (void)userdata;
+    fd = __atomic_load_n(&wire_fd, __ATOMIC_ACQUIRE);
     /* libfuse always puts the out header alone in iov[0] (fuse_send_msg). */
     const struct fuse_out_header *out = iov[0].iov_base;
     if (out->unique == 0)  /* notification: nothing to patch, no lock */
@@ -777,7 +865,9 @@ static void reset_session_state(void)
     pthread_mutex_lock(&io_lock);
     free(io.open_uniques);
     free(io.fh_flags);
+    uint32_t limit = io.max_pages_limit;
     memset(&io, 0, sizeof(io));
+    io.max_pages_limit = limit;
     pthread_mutex_unlock(&io_lock);
     custom_io_installed = custom_io_error = 0;
     memset(&stats, 0, sizeof(stats));
@@ -819,13 +909,58 @@ BRIDGE_EXPORT int fuse_session_mount(struct fuse_session *se,
     int res = real(se, mountpoint);
     if (res != 0 || se != hooked_se)
         return res;
-    /* Same fd; libfuse keeps se->mountpoint, so unmount is unchanged.  A
-     * failure leaves the mount working without the io patches; _session's
-     * check reports it rather than failing the mount here. */
-    int rc = fuse_session_custom_io(se, &bridge_io, fuse_session_fd(se));
+    /* The receiver thread takes /dev/fuse; libfuse (and pyfuse3, which
+     * caches fuse_session_fd() after this returns) get an eventfd that is
+     * readable while the receiver has queued requests.  A failure leaves the
+     * mount served the plain way; _session's check reports it rather than
+     * failing the mount here. */
+    int dev_fd = fuse_session_fd(se);
+    int event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    int rc = event_fd < 0 ? -errno
+                          : fuse_session_custom_io(se, &bridge_io, event_fd);
+    if (rc == 0) {
+        __atomic_store_n(&wire_fd, dev_fd, __ATOMIC_RELEASE);
+        rc = rx_start(dev_fd, event_fd, SESSION_BUFSIZE, fp_handle);
+        if (rc < 0 && dup2(dev_fd, event_fd) == event_fd) {
+            /* No receiver: the mount must not be served (nobody would answer
+             * the daemon's own faults).  libfuse gets the device back under
+             * its session fd, so serve()'s check can unmount cleanly. */
+            __atomic_store_n(&wire_fd, event_fd, __ATOMIC_RELEASE);
+            close(dev_fd);
+        }
+    } else if (event_fd >= 0) {
+        close(event_fd);
+    }
     custom_io_installed = rc == 0;
     custom_io_error = rc < 0 ? -rc : 0;
     return 0;
+}
+
+/* Stops the receiver and gives libfuse /dev/fuse back under its session fd
+ * number (dup2 over the eventfd), so that its unmount and destroy see the
+ * device: fuse_kern_unmount polls it for POLLERR (connection already gone:
+ * nothing to unmount) and closes it before umount2, which must not wait on
+ * a daemon that is not reading. */
+static void stop_receiver(struct fuse_session *se)
+{
+    int dev_fd = rx_stop();
+    if (dev_fd < 0)
+        return;
+    int se_fd = fuse_session_fd(se);
+    if (se_fd >= 0 && se_fd != dev_fd && dup2(dev_fd, se_fd) == se_fd) {
+        __atomic_store_n(&wire_fd, se_fd, __ATOMIC_RELEASE);
+        close(dev_fd);
+    }
+}
+
+BRIDGE_EXPORT void fuse_session_unmount(struct fuse_session *se)
+{
+    static void (*real)(struct fuse_session *);
+    if (!real && !(real = real_symbol("fuse_session_unmount")))
+        return;
+    if (se == hooked_se)
+        stop_receiver(se);
+    real(se);
 }
 
 BRIDGE_EXPORT void fuse_session_destroy(struct fuse_session *se)
@@ -834,10 +969,12 @@ BRIDGE_EXPORT void fuse_session_destroy(struct fuse_session *se)
     if (!real && !(real = real_symbol("fuse_session_destroy")))
         return;
     if (se == hooked_se) {
+        stop_receiver(se);  /* destroy without unmount */
         /* Outstanding Requests now reply into the void instead of into a
          * freed session. */
         generation++;
         hooked_se = NULL;
+        __atomic_store_n(&wire_fd, -1, __ATOMIC_RELEASE);
     }
     real(se);
 }
@@ -868,6 +1005,194 @@ static PyObject *bridge_install(PyObject *mod, PyObject *handler)
     Py_RETURN_NONE;
 }
 
+/* --- The fast path's table (fuse/_fast_path.py) ------------------------------ */
+
+static PyObject *bridge_fast_configure(PyObject *mod, PyObject *args,
+                                       PyObject *kwargs)
+{
+    (void)mod;
+    static char *kwlist[] = {"nr_cpus", "staging_bytes", "debug",
+                             "max_pages_limit", NULL};
+    unsigned int nr_cpus, max_pages_limit;
+    Py_ssize_t staging;
+    int debug;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "$InpI:fast_configure",
+                                     kwlist, &nr_cpus, &staging, &debug,
+                                     &max_pages_limit))
+        return NULL;
+    if (staging < 0) {
+        PyErr_SetString(PyExc_ValueError, "staging_bytes < 0");
+        return NULL;
+    }
+    pthread_mutex_lock(&io_lock);
+    io.max_pages_limit = max_pages_limit;
+    pthread_mutex_unlock(&io_lock);
+    int rc = fp_configure(nr_cpus, (size_t)staging, debug);
+    if (rc < 0)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_array(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    unsigned int index, max_entry;
+    int tracing_on, clock;
+    unsigned long long divisor;
+    Py_buffer mask;
+    if (!PyArg_ParseTuple(args, "IpIy*iK:fast_array", &index, &tracing_on,
+                          &max_entry, &mask, &clock, &divisor))
+        return NULL;
+    if (index >= FP_MAX_ARRAYS) {
+        PyBuffer_Release(&mask);
+        PyErr_Format(PyExc_ValueError, "array index %u", index);
+        return NULL;
+    }
+    fp_set_array(index, tracing_on, max_entry, mask.buf, (size_t)mask.len,
+                 (clockid_t)clock, divisor);
+    PyBuffer_Release(&mask);
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_event(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    unsigned int id, recorders, min_size;
+    int enabled;
+    Py_buffer val;
+    if (!PyArg_ParseTuple(args, "IpIIy*:fast_event", &id, &enabled,
+                          &recorders, &min_size, &val))
+        return NULL;
+    int rc = -EINVAL;
+    if (id <= UINT16_MAX && recorders <= UINT8_MAX && val.len % 8 == 0)
+        rc = fp_set_event((uint16_t)id, enabled, (uint8_t)recorders, min_size,
+                          val.buf, (size_t)val.len / 8);
+    PyBuffer_Release(&val);
+    if (rc == -ENOMEM)
+        return PyErr_NoMemory();
+    if (rc < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad fast_event arguments");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_slots(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    unsigned long long fh;
+    unsigned int start;
+    Py_buffer ids;
+    if (!PyArg_ParseTuple(args, "KIy*:fast_slots", &fh, &start, &ids))
+        return NULL;
+    int rc = ids.len % 2 ? -EINVAL
+                         : fp_set_slots(fh, start, ids.buf, (size_t)ids.len / 2);
+    PyBuffer_Release(&ids);
+    if (rc == -ENOMEM)
+        return PyErr_NoMemory();
+    if (rc < 0) {
+        PyErr_SetString(PyExc_ValueError, "ids must be u16s");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_drop_file(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    unsigned long long fh = PyLong_AsUnsignedLongLong(arg);
+    if (fh == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    fp_drop_file(fh);
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_task(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    int tid, tgid;
+    unsigned int cpu;
+    unsigned long long ttl;
+    Py_buffer comm;
+    if (!PyArg_ParseTuple(args, "iiIy*K:fast_task", &tid, &tgid, &cpu, &comm,
+                          &ttl))
+        return NULL;
+    fp_set_task(tid, tgid, cpu, comm.buf, (size_t)comm.len, ttl);
+    PyBuffer_Release(&comm);
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_wake(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    int wake = PyObject_IsTrue(arg);
+    if (wake < 0)
+        return NULL;
+    fp_set_wake(wake);
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_staged(PyObject *mod, PyObject *noargs)
+{
+    (void)mod;
+    (void)noargs;
+    const unsigned char *data;
+    size_t len;
+    fp_staged(&data, &len);
+    if (!len)
+        Py_RETURN_NONE;
+    return PyMemoryView_FromMemory((char *)data, (Py_ssize_t)len, PyBUF_READ);
+}
+
+static PyObject *bridge_fast_consumed(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    size_t len = PyLong_AsSize_t(arg);
+    if (len == (size_t)-1 && PyErr_Occurred())
+        return NULL;
+    fp_consumed(len);
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_set_drain(PyObject *mod, PyObject *cb)
+{
+    (void)mod;
+    if (cb != Py_None && !PyCallable_Check(cb)) {
+        PyErr_SetString(PyExc_TypeError, "drain must be callable or None");
+        return NULL;
+    }
+    Py_XSETREF(cb_drain, cb == Py_None ? NULL : Py_NewRef(cb));
+    Py_RETURN_NONE;
+}
+
+/* perfmon_capable() of another thread: CAP_PERFMON or CAP_SYS_ADMIN in its
+ * effective set, by capget(2) (one system call; /proc/<tid>/status costs an
+ * open, a formatted read and a close).  False if the thread is gone. */
+static PyObject *bridge_perfmon_capable(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    long tid = PyLong_AsLong(arg);
+    if (tid == -1 && PyErr_Occurred())
+        return NULL;
+    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3,
+                                           .pid = (int)tid};
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+    if (syscall(SYS_capget, &hdr, data) != 0)
+        Py_RETURN_FALSE;
+    uint64_t eff = (uint64_t)data[1].effective << 32 | data[0].effective;
+    return PyBool_FromLong((eff >> CAP_PERFMON & 1) || (eff >> CAP_SYS_ADMIN & 1));
+}
+
+static PyObject *bridge_request_limits(PyObject *mod, PyObject *noargs)
+{
+    (void)mod;
+    (void)noargs;
+    pthread_mutex_lock(&io_lock);
+    uint32_t max_write = io.max_write, max_pages = io.max_pages;
+    pthread_mutex_unlock(&io_lock);
+    return Py_BuildValue("(II)", max_write, max_pages);
+}
+
 static PyObject *bridge_set_open_flags(PyObject *mod, PyObject *args)
 {
     (void)mod;
@@ -895,6 +1220,17 @@ static PyObject *bridge_set_open_flags(PyObject *mod, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* Sets d[key] = value and drops the reference; 0, or -1 with an exception. */
+static int put(PyObject *d, const char *key, PyObject *value)
+{
+    int rc = value ? PyDict_SetItemString(d, key, value) : -1;
+    Py_XDECREF(value);
+    return rc;
+}
+
+#define PUT_BOOL(d, k, v) put(d, k, PyBool_FromLong(v))
+#define PUT_INT(d, k, v) put(d, k, PyLong_FromUnsignedLongLong(v))
+
 static PyObject *bridge_status(PyObject *mod, PyObject *noargs)
 {
     (void)mod;
@@ -902,37 +1238,67 @@ static PyObject *bridge_status(PyObject *mod, PyObject *noargs)
     pthread_mutex_lock(&io_lock);
     __typeof__(io) snap = io;
     pthread_mutex_unlock(&io_lock);
-    return Py_BuildValue(
-        "{s:N,s:N,s:N,s:i,s:N,s:I,s:I,s:I,s:I,s:N,s:N,s:I,s:I,s:I,"
-        "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
-        "installed", PyBool_FromLong(cb_ioctl != NULL),
-        "session_hooked", PyBool_FromLong(hooked_se != NULL),
-        "custom_io", PyBool_FromLong(custom_io_installed),
-        "custom_io_error", custom_io_error,
-        "init_seen", PyBool_FromLong(snap.init_seen),
-        "kernel_major", snap.kernel_major,
-        "kernel_minor", snap.kernel_minor,
-        "kernel_flags", snap.kernel_flags,
-        "kernel_flags2", snap.kernel_flags2,
-        "allow_mmap_offered",
-        PyBool_FromLong((snap.kernel_flags & FUSE_INIT_EXT) &&
-                        (snap.kernel_flags2 &
-                         INIT_FLAGS2_DIRECT_IO_ALLOW_MMAP)),
-        "allow_mmap_granted", PyBool_FromLong(snap.allow_mmap_granted),
-        "reply_minor", snap.reply_minor,
-        "reply_flags", snap.reply_flags,
-        "reply_flags2", snap.reply_flags2,
-        "requests", snap.requests,
-        "interrupts_received", snap.interrupts_received,
-        "open_fixups", snap.open_fixups,
-        "ioctls", stats.ioctls,
-        "reads", stats.reads,
-        "writes", stats.writes,
-        "interrupts", stats.interrupts,
-        "orphaned", stats.orphaned,
-        "handler_errors", stats.handler_errors,
-        "dropped_replies", stats.dropped_replies,
-        "stale_replies", stats.stale_replies);
+    struct rx_stats rxs;
+    rx_get_stats(&rxs);
+    struct fp_stats fps;
+    fp_get_stats(&fps);
+    PyObject *declined = PyDict_New();
+    if (!declined)
+        return NULL;
+    for (int i = 1; i < FP_NR_REASONS; i++)
+        if (PUT_INT(declined, fp_reason(i), fps.declined[i])) {
+            Py_DECREF(declined);
+            return NULL;
+        }
+    PyObject *d = PyDict_New();
+    if (!d) {
+        Py_DECREF(declined);
+        return NULL;
+    }
+    if (PUT_BOOL(d, "installed", cb_ioctl != NULL) ||
+        PUT_BOOL(d, "session_hooked", hooked_se != NULL) ||
+        PUT_BOOL(d, "custom_io", custom_io_installed) ||
+        PUT_INT(d, "custom_io_error", custom_io_error) ||
+        PUT_BOOL(d, "receiver", rx_running()) ||
+        PUT_BOOL(d, "init_seen", snap.init_seen) ||
+        PUT_INT(d, "kernel_major", snap.kernel_major) ||
+        PUT_INT(d, "kernel_minor", snap.kernel_minor) ||
+        PUT_INT(d, "kernel_flags", snap.kernel_flags) ||
+        PUT_INT(d, "kernel_flags2", snap.kernel_flags2) ||
+        PUT_BOOL(d, "allow_mmap_offered",
+                 (snap.kernel_flags & FUSE_INIT_EXT) &&
+                     (snap.kernel_flags2 & INIT_FLAGS2_DIRECT_IO_ALLOW_MMAP)) ||
+        PUT_BOOL(d, "allow_mmap_granted", snap.allow_mmap_granted) ||
+        PUT_INT(d, "reply_minor", snap.reply_minor) ||
+        PUT_INT(d, "reply_flags", snap.reply_flags) ||
+        PUT_INT(d, "reply_flags2", snap.reply_flags2) ||
+        PUT_INT(d, "requests", snap.requests) ||
+        PUT_INT(d, "interrupts_received", snap.interrupts_received) ||
+        PUT_INT(d, "open_fixups", snap.open_fixups) ||
+        PUT_INT(d, "ioctls", stats.ioctls) ||
+        PUT_INT(d, "reads", stats.reads) ||
+        PUT_INT(d, "writes", stats.writes) ||
+        PUT_INT(d, "interrupts", stats.interrupts) ||
+        PUT_INT(d, "orphaned", stats.orphaned) ||
+        PUT_INT(d, "handler_errors", stats.handler_errors) ||
+        PUT_INT(d, "dropped_replies", stats.dropped_replies) ||
+        PUT_INT(d, "stale_replies", stats.stale_replies) ||
+        PUT_INT(d, "received", rxs.received) ||
+        PUT_INT(d, "queued", rxs.queued) ||
+        PUT_INT(d, "queue_peak", rxs.queue_peak) ||
+        PUT_INT(d, "served_natively", rxs.native) ||
+        PUT_INT(d, "own_fills_refused", rxs.own_fills_refused) ||
+        PUT_INT(d, "max_write", snap.max_write) ||
+        PUT_INT(d, "max_pages", snap.max_pages) ||
+        PUT_INT(d, "fast_served", fps.served) ||
+        PUT_INT(d, "fast_staged", fps.staged) ||
+        PUT_INT(d, "fast_drains", fast_drains) ||
+        PUT_INT(d, "fast_task_refreshes", fps.task_refreshes) ||
+        put(d, "fast_declined", declined)) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
 }
 
 static PyMethodDef bridge_methods[] = {
@@ -942,6 +1308,33 @@ static PyMethodDef bridge_methods[] = {
     {"set_open_flags", bridge_set_open_flags, METH_VARARGS,
      "set_open_flags(fh, flags): OR FOPEN_* `flags` into the next OPEN reply "
      "carrying `fh`; 0 cancels."},
+    {"fast_configure", (PyCFunction)(void (*)(void))bridge_fast_configure,
+     METH_VARARGS | METH_KEYWORDS,
+     "fast_configure(*, nr_cpus, staging_bytes, debug, max_pages_limit): "
+     "set up the fast path (staging_bytes 0: off)."},
+    {"fast_array", bridge_fast_array, METH_VARARGS,
+     "fast_array(index, tracing_on, max_entry, cpumask, clockid, divisor)"},
+    {"fast_event", bridge_fast_event, METH_VARARGS,
+     "fast_event(id, enabled, recorders, min_size, validators)"},
+    {"fast_slots", bridge_fast_slots, METH_VARARGS,
+     "fast_slots(fh, start, ids): event ids (u16) of write indices"},
+    {"fast_drop_file", bridge_fast_drop_file, METH_O, "fast_drop_file(fh)"},
+    {"fast_task", bridge_fast_task, METH_VARARGS,
+     "fast_task(tid, tgid, cpu, comm, ttl_ns)"},
+    {"fast_wake", bridge_fast_wake, METH_O,
+     "fast_wake(bool): drain after every staged record"},
+    {"fast_staged", bridge_fast_staged, METH_NOARGS,
+     "fast_staged() -> memoryview | None: the oldest staged records"},
+    {"fast_consumed", bridge_fast_consumed, METH_O,
+     "fast_consumed(n): n bytes of fast_staged() were taken in"},
+    {"set_drain", bridge_set_drain, METH_O,
+     "set_drain(callable | None): called (trio thread) to take staged "
+     "records in"},
+    {"perfmon_capable", bridge_perfmon_capable, METH_O,
+     "perfmon_capable(tid) -> bool: CAP_PERFMON or CAP_SYS_ADMIN effective"},
+    {"request_limits", bridge_request_limits, METH_NOARGS,
+     "request_limits() -> (max_write, max_pages): what FUSE_INIT settled "
+     "(0, 0 before it)"},
     {"status", bridge_status, METH_NOARGS,
      "status() -> dict: hooks in place, INIT negotiation, counters."},
     {NULL, NULL, 0, NULL},

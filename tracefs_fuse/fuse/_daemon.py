@@ -20,18 +20,17 @@ import contextlib
 import logging
 import os
 import signal
-import time
 from collections.abc import Callable, Iterator
 
 import msgspec
 import trio
 
 from ..config import MountConfig
-from ..engine._clock import TraceClocks
 from ..engine._events import first_dynamic_id
 from ..engine._memory import Tgid
 from ..engine._task import Task
 from ..engine._tracefs import Tracefs
+from ._fast_path import NativeWrites, host_clocks
 from ._host_events import host_highest_event_id
 from ._memory import ClientMemory
 from ._mmap import MappingTracker, mount_device
@@ -39,7 +38,7 @@ from ._mount_options import fuse_options
 from ._operations import TracefsOperations
 from ._pagepush import PagePusher
 from ._requests import RequestHandler
-from ._session import serve, terminate
+from ._session import perfmon_capable, serve, terminate
 from ._tasks import TaskFacts, TaskTable
 from ._tracking import ProcessTracker
 
@@ -47,23 +46,6 @@ log = logging.getLogger(__name__)
 
 #: Writer tasks kept for reuse (a Task per thread while its CPU and comm hold).
 _WRITER_CACHE = 4096
-#: capability(7) bits of CapEff in /proc/<pid>/status.
-CAP_SYS_ADMIN = 21
-CAP_PERFMON = 38
-
-
-def perfmon_capable(tid: int) -> bool:
-    """``perfmon_capable()``: CAP_PERFMON or CAP_SYS_ADMIN in the effective set."""
-    try:
-        with open(f"/proc/{tid}/status", "rb") as f:
-            status = f.read()
-    except OSError:
-        return False
-    start = status.find(b"\nCapEff:")
-    if start < 0:
-        return False
-    caps = int(status[start + 8:status.index(b"\n", start + 1)].strip(), 16)
-    return bool(caps & (1 << CAP_PERFMON | 1 << CAP_SYS_ADMIN))
 
 
 def possible_cpus() -> int:
@@ -74,19 +56,6 @@ def possible_cpus() -> int:
         return max(int(part.split("-")[-1]) for part in text.split(",")) + 1
     except (OSError, ValueError):
         return os.cpu_count() or 1
-
-
-def host_clocks() -> TraceClocks:
-    """The trace clocks, from the host's clocks (``local`` is sched_clock's stand-in)."""
-
-    def clock(clock_id: int) -> Callable[[], int]:
-        return lambda: time.clock_gettime_ns(clock_id)
-
-    mono = clock(time.CLOCK_MONOTONIC)
-    return TraceClocks(local=mono, global_=mono, perf=mono, mono=mono,
-                       mono_raw=clock(time.CLOCK_MONOTONIC_RAW),
-                       boot=clock(time.CLOCK_BOOTTIME), tai=clock(time.CLOCK_TAI),
-                       x86_tsc=time.perf_counter_ns, uptime_ns=clock(time.CLOCK_BOOTTIME))
 
 
 def marker_ip() -> int:
@@ -126,6 +95,8 @@ class Daemon:
         #: Called after a request (or process event) that put records in a
         #: buffer: in-process readers such as a recording (tracefs_fuse.record).
         self.data_listeners: list[Callable[[], None]] = []
+        self.native = NativeWrites(self.engine, enabled=config.fast_path,
+                                   debug=config.log_level == "debug")
 
     # -- who is calling ---------------------------------------------------------------
 
@@ -139,6 +110,11 @@ class Daemon:
         task = self.control_task(tid)
         with self.tracker.caller(task.tgid, tid):
             yield task
+
+    def read_caller_memory(self, tid: int, tgid: Tgid, addr: int, size: int) -> bytes:
+        """Memory of the process whose thread ``tid`` waits for our reply."""
+        with self.memory.serving(tgid, tid):
+            return self.memory.read(tgid, addr, size)
 
     def control_task(self, tid: int) -> Task:
         """An open or a control-file write: where it ran, and its capabilities.
@@ -212,7 +188,9 @@ class Daemon:
                 self.handler = RequestHandler(
                     self.ops, nursery, self.mappings, writer_task=self.writer_task,
                     control_task=self.control_task, caller=self.caller,
-                    changed=self.publish)
+                    changed=self.publish, native=self.native,
+                    read_memory=self.read_caller_memory)
+                self.native.start(self.publish)
                 log.info("%s", self.tracker.describe())
                 nursery.start_soon(self.pages.run)
                 nursery.start_soon(self.tracker.follow_connector)
@@ -228,6 +206,7 @@ class Daemon:
                 log.debug("bridge: %s", status)
                 task_status.started(self)
         finally:
+            self.native.stop()
             self.tracker.close()
             self.memory.close()
             self.mappings.close()

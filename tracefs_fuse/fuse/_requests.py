@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
 from typing import Callable, ContextManager, Iterator
@@ -40,10 +41,13 @@ from ..engine._buffer_files import RawPipeFile
 from ..engine._errors import TracefsError, WouldBlock
 from ..engine._task import Task
 from ..engine._tree import FileKind, OpenFile
+from ..engine._user_events_files import UserEventsDataFile
 from ._errno import errno_of, request_name
+from ._fast_path import NativeWrites
 from ._mmap import MappingTracker
 from ._operations import TracefsOperations
-from ._session import Request
+from ._session import Request, request_limits
+from ._whole_write import WholeWrite, whole_write
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +66,8 @@ class RequestHandler:
     def __init__(self, ops: TracefsOperations, nursery: trio.Nursery, mappings: MappingTracker,
                  *, writer_task: Callable[[int], Task], control_task: Callable[[int], Task],
                  caller: Callable[[int], ContextManager[Task]],
-                 changed: Callable[[], trio.Event | None]) -> None:
+                 changed: Callable[[], trio.Event | None], native: NativeWrites,
+                 read_memory: Callable[[int, int, int, int], bytes]) -> None:
         self.ops = ops
         self.nursery = nursery
         self.mappings = mappings
@@ -74,6 +79,14 @@ class RequestHandler:
         #: memory reached through the request).
         self.caller = caller
         self.changed = changed
+        #: The native fast path: its table is republished before each reply.
+        self.native = native
+        #: ``read_memory(tid, tgid, addr, size)``: a caller's memory while its
+        #: request waits, to see a write FUSE split (see _whole_write).
+        self.read_memory = read_memory
+        #: (writer's tid, fh) -> (offset, bytes) FUSE will send of a write
+        #: already answered whole.
+        self._rest: dict[tuple[int, int], tuple[int, int]] = {}
         self._waiters: set[_Waiter] = set()
         self._scopes: dict[int, trio.CancelScope] = {}  # unique -> blocked read
         self._interrupted_early: set[int] = set()
@@ -117,6 +130,7 @@ class RequestHandler:
                 # Interrupted before we could watch: interrupted() won't come.
                 req.reply_err(errno.EINTR)
                 return
+            self.native.publish(wake=True)  # staged records must reach us now
             self.nursery.start_soon(self._blocked_read, req, fh, file, offset, size)
             return
         except Exception as exc:
@@ -183,12 +197,48 @@ class RequestHandler:
                 return
             if self.ops.files.path(fh)[-1] in _RESIZERS:
                 self.mappings.sweep()  # a resize is EBUSY only while really mapped
-            task = (self.writer_task if file.kind is FileKind.STREAM else self.control_task)(req.pid)
-            count = file.write(data, offset, task)
+            if isinstance(file, UserEventsDataFile):
+                count = self._write_event(req, fh, file, data, offset)
+            else:
+                count = file.write(data, offset, self.control_task(req.pid))
         except Exception as exc:
             self._reply_after_publish(req.reply_err, self._refused(exc, "write", req, fh))
         else:
             self._reply_after_publish(req.reply_write, count)
+
+    def _write_event(self, req: Request, fh: int, file: UserEventsDataFile, data: bytes,
+                     offset: int) -> int:
+        """A write to ``user_events_data``, taken whole when FUSE split or cut it."""
+        key = (req.pid, fh)
+        rest = self._rest.pop(key, None)
+        if rest is not None and rest[0] == offset:
+            # A further part of a write answered whole: its size, nothing more.
+            if rest[1] > len(data):
+                self._rest[key] = (offset + len(data), rest[1] - len(data))
+            return len(data)
+        task = self.writer_task(req.pid)
+        # What the fast path declined comes here; what we read about the
+        # writer serves its next writes there.
+        self.native.remember(task)
+        self.native.file_used(fh, file)
+        log.debug("write fh %d: %d bytes by %d at %d: engine", fh, len(data), req.pid, offset)
+        whole: WholeWrite | None = None
+        read = functools.partial(self.read_memory, req.pid, task.tgid)
+        if offset == 0 and len(data) >= min(request_limits()):
+            whole = whole_write(read, req.pid, len(data))
+        try:
+            if whole is None:
+                return file.write(data, offset, task)
+        except TracefsError:
+            # A fault in an iovec leaves the request short, which the engine
+            # may refuse (too short for the fields) where the kernel says
+            # EFAULT: look at the whole write (the failed call changed nothing).
+            if offset != 0 or (whole := whole_write(read, req.pid, len(data))) is None:
+                raise
+        file.write_whole(whole.data, whole.count, whole.faulted, task)
+        log.debug("write fh %d: %d of a %d-byte write, taken whole", fh, len(data), whole.count)
+        self._rest[key] = (len(data), whole.count - len(data))
+        return len(data)
 
     def ioctl(self, req: Request, ino: int, fh: int, cmd: int, arg: int,
               in_data: bytes, out_size: int, flags: int) -> None:
@@ -203,6 +253,8 @@ class RequestHandler:
                 self.mappings.refresh(req.pid, self.ops.files.path(fh))
             # Only user_events_data ioctls may write into the caller's memory:
             # only they follow it (an open() of any file sends TCGETS here too).
+            if isinstance(file, UserEventsDataFile):
+                self.native.file_used(fh, file)  # a registration adds indices
             if file.kind is FileKind.STREAM:
                 with self.caller(req.pid) as task:
                     result = file.ioctl(cmd, arg, task)
@@ -214,6 +266,7 @@ class RequestHandler:
             if req.watch_interrupts():
                 req.reply_err(errno.EINTR)
                 return
+            self.native.publish(wake=True)  # staged records must reach us now
             self.nursery.start_soon(self._blocked_get_reader, req, fh, file)
             return
         except Exception as exc:
@@ -256,7 +309,9 @@ class RequestHandler:
 
     def _reply_after_publish(self, reply: Callable[[int], None], value: int) -> None:
         """Reply once what the request changed is visible in clients' mappings,
-        as in the kernel (pages are stored by a worker thread; see _pagepush)."""
+        as in the kernel (pages are stored by a worker thread; see _pagepush),
+        and once the fast path's table says what the engine now would."""
+        self.native.publish(wake=bool(self._waiters or self.ops.poll_handles))
         stored = self.changed()
         if stored is None:
             reply(value)

@@ -62,7 +62,10 @@ __all__ = [
     "BridgeStatus",
     "Request",
     "bridge_status",
+    "native",
+    "perfmon_capable",
     "pyfuse3",
+    "request_limits",
     "serve",
     "set_open_flags",
     "terminate",
@@ -71,6 +74,13 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Request = _bridge.Request
+#: The native fast path's table and staging ring (used by fuse/_fast_path.py).
+native = _bridge
+#: ``perfmon_capable()`` of a thread (capget: one system call).
+perfmon_capable = _bridge.perfmon_capable
+#: ``request_limits() -> (max_write, max_pages)``: a request's largest size
+#: and page count, as FUSE_INIT settled them (the kernel splits larger writes).
+request_limits = _bridge.request_limits
 set_open_flags = _bridge.set_open_flags
 FOPEN_STREAM: int = _bridge.FOPEN_STREAM
 FOPEN_NOFLUSH: int = _bridge.FOPEN_NOFLUSH
@@ -139,6 +149,8 @@ class BridgeStatus(msgspec.Struct, frozen=True, kw_only=True):
     session_hooked: bool
     custom_io: bool
     custom_io_error: int
+    #: The receiver thread reads /dev/fuse (until the connection ends).
+    receiver: bool
     init_seen: bool
     kernel_major: int
     kernel_minor: int
@@ -160,6 +172,25 @@ class BridgeStatus(msgspec.Struct, frozen=True, kw_only=True):
     handler_errors: int
     dropped_replies: int
     stale_replies: int
+    #: Requests the receiver read, queued for pyfuse3, and the most queued.
+    received: int
+    queued: int
+    queue_peak: int
+    #: Requests the receiver answered itself (the native fast path).
+    served_natively: int
+    #: Page-cache fills caused by the daemon's own threads, answered EIO.
+    own_fills_refused: int
+    #: What FUSE_INIT settled: bytes and pages per request.
+    max_write: int
+    max_pages: int
+    #: Writes the fast path answered, records it staged, intakes by the
+    #: engine, and writes it left to the engine, by reason.
+    fast_served: int
+    fast_staged: int
+    fast_drains: int
+    #: Writer CPU/comm re-read natively (every TASK_TTL_NS per thread).
+    fast_task_refreshes: int
+    fast_declined: dict[str, int]
 
 
 class BridgeInactiveError(RuntimeError):

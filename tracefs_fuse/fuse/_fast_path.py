@@ -1,0 +1,215 @@
+"""The native fast path, from the adapter's side: the bridge's table kept in step
+with the engine, and staged records taken in.
+
+The receiver thread (``_native/receiver.c``) answers an enabled event's write
+to ``user_events_data`` itself when the table (``_native/fastpath.c``) says
+the engine would answer it with its full count, and stages the record. This
+module publishes that table from :class:`~..engine._fast_path.FastPath` and
+hands the staged records to the engine.
+
+Rules:
+  * The table is republished after every request the engine served that may
+    have changed it, before that request's reply: an enable or disable, a
+    registration, ``tracing_on``, a buffer resize, a clock change. So a
+    write that starts after ``write(enable, "0")`` returns sees the disable.
+  * Staged records are taken in before the engine sees any other request
+    (the bridge drains in its ``io_read``), when a reader waits for data
+    (a blocked read, a poll), and when the staging ring is half full.
+  * The writer's CPU, tgid and comm (for the record and ``saved_cmdlines``)
+    are the ones the engine's own path last read for that thread from
+    ``/proc/<tid>/stat``; they serve the fast path for :data:`TASK_TTL_NS`,
+    then the thread's next write goes to the engine, which reads them again.
+  * ``--no-fast-path`` stages nothing: every write goes to the engine. The
+    receiver thread runs either way (it answers the daemon's own faults).
+
+Caveats:
+  * A thread that moves to another CPU, or renames itself, has its records
+    filed under the old CPU and comm for up to :data:`TASK_TTL_NS` (the
+    kernel files each record under the CPU the write ran on). Measured in
+    docs/performance.md.
+  * Only host clocks are read natively (:data:`HOST_CLOCKS`); with
+    ``trace_clock`` set to ``counter``, writes that record go to the engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+import weakref
+from typing import Callable
+
+from ..engine._clock import TraceClocks
+from ..engine._fast_path import FastArray, FastPath
+from ..engine._task import Task
+from ..engine._tracefs import Tracefs
+from ..engine._user_events import UserEvent
+from ..engine._user_events_files import UserEventsDataFile
+from ._session import native
+
+log = logging.getLogger(__name__)
+
+#: How long the writer facts the engine's path read serve the fast path.
+TASK_TTL_NS = 2_000_000
+#: The staging ring: records wait here until the engine takes them in
+#: (drained at half). 256 KiB is some 4,000 small records.
+STAGING_BYTES = 256 * 1024
+#: What the daemon reads each trace clock from: (clock id, divisor). The
+#: engine's ``uptime`` is jiffies (USER_HZ) of the boot-time clock;
+#: ``counter`` is the engine's own and has no entry.
+HOST_CLOCKS: dict[str, tuple[int, int]] = {
+    "local": (time.CLOCK_MONOTONIC, 1),  # sched_clock()'s stand-in
+    "global": (time.CLOCK_MONOTONIC, 1),
+    "perf": (time.CLOCK_MONOTONIC, 1),
+    "mono": (time.CLOCK_MONOTONIC, 1),
+    "mono_raw": (time.CLOCK_MONOTONIC_RAW, 1),
+    "boot": (time.CLOCK_BOOTTIME, 1),
+    "tai": (time.CLOCK_TAI, 1),
+    "x86-tsc": (time.CLOCK_MONOTONIC, 1),  # any monotonic counter will do
+}
+#: ``fs.fuse.max_pages_limit`` (6.13+); before it the kernel's fixed limit.
+MAX_PAGES_LIMIT = "/proc/sys/fs/fuse/max_pages_limit"
+FUSE_MAX_MAX_PAGES = 256
+# Each validator as the bridge reads it: u32 offset, u8 rel, u8 ensure_null.
+_VALIDATOR = struct.Struct("<IBBxx")
+
+
+def host_clocks() -> TraceClocks:
+    """The trace clocks, from the host's clocks (the ones :data:`HOST_CLOCKS` names)."""
+
+    def clock(name: str) -> Callable[[], int]:
+        clock_id, _ = HOST_CLOCKS[name]
+        return lambda: time.clock_gettime_ns(clock_id)
+
+    return TraceClocks(local=clock("local"), global_=clock("global"), perf=clock("perf"),
+                       mono=clock("mono"), mono_raw=clock("mono_raw"), boot=clock("boot"),
+                       tai=clock("tai"), x86_tsc=clock("x86-tsc"),
+                       uptime_ns=lambda: time.clock_gettime_ns(time.CLOCK_BOOTTIME))
+
+
+def _native_clock(name: str) -> tuple[int, int]:
+    """(clock id, divisor) of a trace clock; divisor 0: not readable natively."""
+    if name == "uptime":
+        return time.CLOCK_BOOTTIME, 10_000_000  # jiffies_clock(): USER_HZ ticks
+    return HOST_CLOCKS.get(name, (0, 0))
+
+
+def max_pages_limit() -> int:
+    try:
+        with open(MAX_PAGES_LIMIT) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return FUSE_MAX_MAX_PAGES
+
+
+class NativeWrites:
+    """One mount's fast path: its table in the bridge, and the intake.
+
+    Args:
+        engine: the tracefs served.
+        enabled: False for ``--no-fast-path``.
+        debug: the bridge logs which path served each write.
+    """
+
+    def __init__(self, engine: Tracefs, *, enabled: bool, debug: bool) -> None:
+        self.engine = engine
+        self.enabled = enabled
+        self.table = FastPath((engine.top,))
+        self._on_records: Callable[[], object] = lambda: None
+        #: fh -> (its open file, write indices published so far)
+        self._files: dict[int, tuple[weakref.ref[UserEventsDataFile], int]] = {}
+        self._dirty_files: set[int] = set()
+        self._released: list[int] = []
+        #: Events the table holds, by id (ids are reused after a deletion).
+        self._events: dict[int, UserEvent] = {}
+        native.fast_configure(nr_cpus=engine.nr_cpus,
+                              staging_bytes=STAGING_BYTES if enabled else 0,
+                              debug=debug, max_pages_limit=max_pages_limit())
+
+    def start(self, on_records: Callable[[], object]) -> None:
+        """Take staged records in from now on; ``on_records`` runs after each intake."""
+        self._on_records = on_records
+        native.set_drain(self.drain)
+
+    def stop(self) -> None:
+        native.set_drain(None)
+
+    # -- the table -------------------------------------------------------------------
+
+    def file_used(self, fh: int, file: UserEventsDataFile) -> None:
+        """A write or ioctl reached the engine for ``fh``: its indices may have grown."""
+        if not self.enabled:
+            return
+        if fh not in self._files:
+            released = self._released
+            self._files[fh] = (weakref.ref(file, lambda _, fh=fh: released.append(fh)), 0)
+        self._dirty_files.add(fh)
+
+    def remember(self, task: Task) -> None:
+        """The writer facts the engine just read for a write of ``task``'s."""
+        if self.enabled:
+            native.fast_task(task.pid, task.tgid, task.cpu, task.comm.encode("latin-1"),
+                             TASK_TTL_NS)
+
+    def publish(self, *, wake: bool) -> None:
+        """Bring the bridge's table up to date; call before replying.
+
+        Args:
+            wake: a reader waits for data (take records in as they come).
+        """
+        if not self.enabled:
+            return
+        native.fast_wake(wake)
+        for index, array in self.table.changed_arrays():
+            self._publish_array(index, array)
+        for event in self.table.take_changed_events():
+            if self._events.get(event.id) is event:
+                assert isinstance(event, UserEvent)
+                self._publish_event(event)
+        while self._released:
+            fh = self._released.pop()
+            self._files.pop(fh, None)
+            self._dirty_files.discard(fh)
+            native.fast_drop_file(fh)
+        for fh in self._dirty_files:
+            ref, published = self._files[fh]
+            file = ref()
+            if file is None:
+                continue
+            events = self.table.slot_events(file.file, published)
+            if not events:
+                continue
+            for event in events:
+                if self._events.get(event.id) is not event:
+                    self._publish_event(event)
+            native.fast_slots(fh, published, struct.pack(f"<{len(events)}H",
+                                                          *(e.id for e in events)))
+            self._files[fh] = (ref, published + len(events))
+        self._dirty_files.clear()
+
+    def _publish_array(self, index: int, array: FastArray) -> None:
+        clock_id, divisor = _native_clock(array.clock)
+        nr_cpus = self.engine.nr_cpus
+        native.fast_array(index, array.tracing_on, array.max_entry_size,
+                          array.cpumask.to_bytes((nr_cpus + 7) // 8, "little"),
+                          clock_id, divisor)
+
+    def _publish_event(self, event: UserEvent) -> None:
+        fast = self.table.event(event)
+        self._events[event.id] = event
+        native.fast_event(fast.id, fast.enabled, sum(1 << i for i in fast.recorders),
+                          fast.min_size,
+                          b"".join(_VALIDATOR.pack(*v) for v in fast.validators))
+
+    # -- the intake -------------------------------------------------------------------
+
+    def drain(self) -> None:
+        """Take every staged record in (the bridge calls this, trio thread)."""
+        taken = 0
+        while (staged := native.fast_staged()) is not None:
+            with staged:
+                taken += self.table.take_in(staged)
+                size = len(staged)
+            native.fast_consumed(size)
+        if taken:
+            self._on_records()

@@ -1,0 +1,311 @@
+/*
+ * The receiver: a native thread that always reads /dev/fuse.
+ *
+ * Why: the daemon reads and writes client memory (names, structs, enable
+ * bits) from its Python thread.  If that memory is a not-yet-touched page of
+ * a mapping of one of our own files, the access faults, and the fault becomes
+ * a FUSE_READ (a page-cache fill) sent to this very daemon, whose only reader
+ * of /dev/fuse used to be the thread now blocked in the access: every client
+ * hung until the daemon was killed (issue 11, item 1).  A check of
+ * /proc/<pid>/maps before the access cannot close it (another client thread
+ * can remap between check and access).  So a second thread always reads:
+ *
+ *   - a page-cache fill (FUSE_READ without FUSE_READ_LOCKOWNER) whose
+ *     fuse_in_header.pid is one of the daemon's own threads is answered EIO at
+ *     once: the fault fails, the access returns EFAULT, the engine answers
+ *     EFAULT.  Nothing here waits for the Python thread, the GIL or any lock
+ *     the Python thread may hold;
+ *   - a request the fast path (the rx_handler) answers natively is answered;
+ *   - everything else is queued for libfuse's session loop (pyfuse3, in the
+ *     trio thread), which takes it through the custom io's read (rx_take).
+ *
+ * libfuse's session fd is an eventfd that is readable while items are
+ * queued, so pyfuse3's wait_readable() and the whole of libfuse keep working
+ * unchanged; replies still go out through the custom io's writev.
+ *
+ * Stopping: the thread is cancelled (pthread_cancel) and joined.  It enables
+ * cancellation only around its read(2) of /dev/fuse, a cancellation point,
+ * and holds nothing there; glibc (2.34+) acts on a cancel either before the
+ * read starts or while it blocks, never after it returned a request.
+ *
+ * Caveat: a fill the receiver cannot answer is still a wait.  If a client
+ * thread faults on a page of our file (the page is locked while its read is
+ * queued for Python) at the moment the Python thread's access to client
+ * memory reaches that same page, the access waits for the page lock, the
+ * lock for the read, the read for Python: a hang until the connection is
+ * aborted.  It takes a client racing its own fault against its own
+ * registration (or a reader's fault on a page an adversary points at);
+ * serving such fills natively would need the page's content here.
+ *
+ * Kernel: fs/fuse/dev.c (fuse_dev_do_read: one whole request per read, or
+ * ENODEV once the connection is gone), fs/fuse/file.c (fuse_send_read: page
+ * cache fills carry no lock owner).
+ */
+#define _GNU_SOURCE
+#include "receiver.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <linux/fuse.h>
+
+struct item {
+    struct item *next;
+    enum rx_item_kind kind;
+    size_t len;  /* RX_REQUEST: bytes of data; RX_END: the errno */
+    unsigned char data[];
+};
+
+static struct {
+    int dev_fd, event_fd;
+    pid_t tgid;
+    size_t bufsize;
+    rx_handler handler;
+    pthread_t thread;
+    int started;           /* thread created, not yet joined */
+    pthread_mutex_t lock;  /* guards everything below */
+    struct item *head, **tailp;
+    size_t depth;
+    int signalled;         /* event_fd holds a count */
+    int drain_queued;
+    int running;
+    struct rx_stats stats;
+} rx = {.dev_fd = -1, .event_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Caller holds rx.lock. */
+static void signal_python(void)
+{
+    if (!rx.signalled) {
+        uint64_t one = 1;
+        /* Cannot fail short of a bug: the counter stays far from its max. */
+        if (write(rx.event_fd, &one, sizeof(one)) == sizeof(one))
+            rx.signalled = 1;
+    }
+}
+
+/* Caller holds rx.lock. */
+static void enqueue(struct item *it)
+{
+    it->next = NULL;
+    *rx.tailp = it;
+    rx.tailp = &it->next;
+    rx.depth++;
+    if (rx.depth > rx.stats.queue_peak)
+        rx.stats.queue_peak = rx.depth;
+    signal_python();
+}
+
+static void push(enum rx_item_kind kind, const void *data, size_t len)
+{
+    struct item *it = malloc(sizeof(*it) + (kind == RX_REQUEST ? len : 0));
+    pthread_mutex_lock(&rx.lock);
+    if (!it) {
+        /* Out of memory: the request cannot be kept; the kernel's caller
+         * gets ENOMEM rather than a wait for ever. */
+        pthread_mutex_unlock(&rx.lock);
+        if (kind == RX_REQUEST)
+            rx_reply_err(rx.dev_fd,
+                         ((const struct fuse_in_header *)data)->unique,
+                         ENOMEM);
+        return;
+    }
+    it->kind = kind;
+    it->len = len;
+    if (kind == RX_REQUEST) {
+        memcpy(it->data, data, len);
+        rx.stats.queued++;
+    }
+    enqueue(it);
+    pthread_mutex_unlock(&rx.lock);
+}
+
+void rx_push_drain(void)
+{
+    pthread_mutex_lock(&rx.lock);
+    if (!rx.drain_queued) {
+        struct item *it = malloc(sizeof(*it));
+        if (it) {
+            it->kind = RX_DRAIN;
+            it->len = 0;
+            rx.drain_queued = 1;
+            rx.stats.drains_queued++;
+            enqueue(it);
+        }
+    }
+    pthread_mutex_unlock(&rx.lock);
+}
+
+void rx_reply_err(int dev_fd, uint64_t unique, int err)
+{
+    struct fuse_out_header out = {
+        .len = sizeof(out), .error = -err, .unique = unique};
+    /* ENOENT: the request was interrupted and is gone; nothing to do. */
+    (void)!write(dev_fd, &out, sizeof(out));
+}
+
+/* A page-cache fill caused by one of the daemon's own threads: its access to
+ * a client's memory faulted on a page of our own file. */
+static int own_fill(const unsigned char *req, size_t len)
+{
+    const struct fuse_in_header *in = (const void *)req;
+    const struct fuse_read_in *arg = (const void *)(in + 1);
+    if (in->opcode != FUSE_READ || len < sizeof(*in) + sizeof(*arg) ||
+        (arg->read_flags & FUSE_READ_LOCKOWNER) || in->pid == 0)
+        return 0;
+    /* tgkill(tgid, tid, 0) succeeds only for a thread of our group. */
+    return syscall(SYS_tgkill, rx.tgid, (pid_t)in->pid, 0) == 0;
+}
+
+static void *receive(void *unused)
+{
+    (void)unused;
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    unsigned char *buf = malloc(rx.bufsize);
+    int err = ENOMEM;
+    while (buf) {
+        pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+        ssize_t n = read(rx.dev_fd, buf, rx.bufsize);
+        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+        if (n < 0) {
+            /* ENOENT: the request was interrupted before we read it. */
+            if (errno == EINTR || errno == ENOENT)
+                continue;
+            err = errno;  /* ENODEV: unmounted or aborted */
+            break;
+        }
+        if ((size_t)n < sizeof(struct fuse_in_header)) {
+            err = EIO;  /* libfuse: "short read on fuse device" */
+            break;
+        }
+        __atomic_add_fetch(&rx.stats.received, 1, __ATOMIC_RELAXED);
+        if (own_fill(buf, (size_t)n)) {
+            __atomic_add_fetch(&rx.stats.own_fills_refused, 1,
+                               __ATOMIC_RELAXED);
+            rx_reply_err(rx.dev_fd,
+                         ((const struct fuse_in_header *)buf)->unique, EIO);
+            continue;
+        }
+        if (rx.handler && rx.handler(buf, (size_t)n, rx.dev_fd)) {
+            __atomic_add_fetch(&rx.stats.native, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        push(RX_REQUEST, buf, (size_t)n);
+    }
+    free(buf);
+    pthread_mutex_lock(&rx.lock);
+    rx.running = 0;
+    pthread_mutex_unlock(&rx.lock);
+    push(RX_END, NULL, (size_t)err);
+    return NULL;
+}
+
+int rx_start(int dev_fd, int event_fd, size_t bufsize, rx_handler handler)
+{
+    if (rx.started)
+        return -EBUSY;
+    rx.dev_fd = dev_fd;
+    rx.event_fd = event_fd;
+    rx.bufsize = bufsize;
+    rx.handler = handler;
+    rx.tgid = getpid();
+    rx.head = NULL;
+    rx.tailp = &rx.head;
+    rx.depth = 0;
+    rx.signalled = rx.drain_queued = 0;
+    memset(&rx.stats, 0, sizeof(rx.stats));
+    rx.running = 1;
+    int rc = pthread_create(&rx.thread, NULL, receive, NULL);
+    if (rc) {
+        rx.running = 0;
+        rx.dev_fd = rx.event_fd = -1;  /* still the caller's */
+        return -rc;
+    }
+    /* Named, so that tools (and bench/) can tell it from the trio thread. */
+    pthread_setname_np(rx.thread, RX_THREAD_NAME);
+    rx.started = 1;
+    return 0;
+}
+
+int rx_stop(void)
+{
+    if (rx.started) {
+        pthread_cancel(rx.thread);  /* ESRCH if it ended: harmless */
+        pthread_join(rx.thread, NULL);
+        rx.started = 0;
+    }
+    pthread_mutex_lock(&rx.lock);
+    for (struct item *it = rx.head, *next; it; it = next) {
+        next = it->next;
+        free(it);
+    }
+    rx.head = NULL;
+    rx.tailp = &rx.head;
+    rx.depth = 0;
+    rx.running = 0;
+    pthread_mutex_unlock(&rx.lock);
+    int fd = rx.dev_fd;
+    rx.dev_fd = -1;
+    return fd;
+}
+
+int rx_running(void)
+{
+    pthread_mutex_lock(&rx.lock);
+    int running = rx.running;
+    pthread_mutex_unlock(&rx.lock);
+    return running;
+}
+
+enum rx_item_kind rx_take(void *buf, size_t len, size_t *n)
+{
+    pthread_mutex_lock(&rx.lock);
+    struct item *it = rx.head;
+    if (it && it->kind == RX_END) {
+        /* Sticky: every later take sees the end too. */
+        *n = it->len;
+        pthread_mutex_unlock(&rx.lock);
+        return RX_END;
+    }
+    if (it) {
+        rx.head = it->next;
+        if (!rx.head)
+            rx.tailp = &rx.head;
+        rx.depth--;
+        if (it->kind == RX_DRAIN)
+            rx.drain_queued = 0;
+    }
+    if (!rx.head && rx.signalled) {
+        uint64_t count;
+        /* Non-blocking; resets the counter to 0 (not a semaphore). */
+        (void)!read(rx.event_fd, &count, sizeof(count));
+        rx.signalled = 0;
+    }
+    pthread_mutex_unlock(&rx.lock);
+    if (!it)
+        return RX_EMPTY;
+    enum rx_item_kind kind = it->kind;
+    if (kind == RX_REQUEST) {
+        /* The buffer is libfuse's se->bufsize, which bounds our reads too. */
+        *n = it->len < len ? it->len : len;
+        memcpy(buf, it->data, *n);
+    }
+    free(it);
+    return kind;
+}
+
+void rx_get_stats(struct rx_stats *out)
+{
+    pthread_mutex_lock(&rx.lock);
+    *out = rx.stats;
+    pthread_mutex_unlock(&rx.lock);
+    out->received = __atomic_load_n(&rx.stats.received, __ATOMIC_RELAXED);
+    out->native = __atomic_load_n(&rx.stats.native, __ATOMIC_RELAXED);
+    out->own_fills_refused =
+        __atomic_load_n(&rx.stats.own_fills_refused, __ATOMIC_RELAXED);
+}
