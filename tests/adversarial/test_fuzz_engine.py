@@ -143,8 +143,8 @@ class HostileClients(RuleBasedStateMachine):
 
     @invariant()
     def enable_bits_say_what_events_say(self) -> None:
-        for tgid, enablers in self.fs.registry.mms.items():
-            for enabler in enablers:
+        for tgid, mm in self.fs.registry.mms.items():
+            for enabler in mm.enablers.values():
                 byte = self.memory.read(tgid, enabler.addr + enabler.bit // 8, 1)
                 if len(byte) == 1:
                     on = bool(byte[0] >> enabler.bit % 8 & 1)
