@@ -107,9 +107,12 @@ class Daemon:
     def caller(self, tid: int) -> Iterator[Task]:
         """Around a user_events_data ioctl: its caller is followed, and its memory
         is reached through the request (``_memory``)."""
-        task = self.control_task(tid)
-        with self.tracker.caller(task.tgid, tid):
+        task = self._capable_task(tid)
+        self.tracker.enter(task.tgid, tid)
+        try:
             yield task
+        finally:
+            self.tracker.leave(task.tgid)
 
     def read_caller_memory(self, tid: int, tgid: Tgid, addr: int, size: int) -> bytes:
         """Memory of the process whose thread ``tid`` waits for our reply."""
@@ -123,6 +126,9 @@ class Daemon:
         every process holding enablers, forked children included.
         """
         self.tracker.catch_up()
+        return self._capable_task(tid)
+
+    def _capable_task(self, tid: int) -> Task:
         return msgspec.structs.replace(self.writer_task(tid), perfmon=perfmon_capable(tid))
 
     def writer_task(self, tid: int) -> Task:

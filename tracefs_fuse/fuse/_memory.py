@@ -5,7 +5,7 @@ The kernel touches a process's memory in two ways, and so do we:
 * ``copy_from_user``/``put_user`` on the *caller's* memory, while its ioctl
   runs (the struct, the name, ``write_index``, the first write of an enable
   bit). Here: ``process_vm_readv``/``process_vm_writev`` on the calling
-  thread, inside :meth:`ClientMemory.serving`. Nothing can swap that memory
+  thread, while :meth:`ClientMemory.serve` names it. Nothing can swap that memory
   for another meanwhile: the caller sleeps uninterruptibly until our reply
   (fs/fuse/dev.c ``request_wait_answer``, once the request is read), and an
   exec by another of its threads first waits for every other thread to die
@@ -328,7 +328,7 @@ class ClientMemory:
     """:class:`~tracefs_fuse.engine._memory.ProcessMemory` for the daemon.
 
     Reads and writes go to the caller of the request being served (see
-    :meth:`serving`) or to a pinned image; nothing else is touched.
+    :meth:`serve`) or to a pinned image; nothing else is touched.
     Not thread-safe: one instance serves one trio thread.
     """
 
@@ -352,6 +352,11 @@ class ClientMemory:
         self._vm_unknown = 0
 
     # -- the request being served ------------------------------------------------
+
+    def serve(self, tgid: Tgid | None, tid: int = 0) -> None:
+        """From now on ``tgid``'s memory is the caller's, reached through
+        thread ``tid`` (None: no request is being served)."""
+        self._caller = None if tgid is None else (tgid, tid)
 
     @contextlib.contextmanager
     def serving(self, tgid: Tgid, tid: int) -> Iterator[None]:
@@ -482,7 +487,7 @@ class ClientMemory:
     def read(self, tgid: Tgid, addr: int, size: int) -> bytes:
         """Return the bytes at ``addr`` in ``tgid``, stopping at the first fault.
 
-        The caller's memory inside :meth:`serving`, else a pinned image's;
+        The caller's memory while served (:meth:`serve`), else a pinned image's;
         b"" for anything else.
 
         Raises:
@@ -510,7 +515,7 @@ class ClientMemory:
     def write(self, tgid: Tgid, addr: int, data: bytes) -> int:
         """Write ``data`` at ``addr`` in ``tgid``; bytes written before a fault.
 
-        The caller's memory inside :meth:`serving` (read-only mappings refuse,
+        The caller's memory while served (:meth:`serve`) (read-only mappings refuse,
         as the kernel's non-forced pin does), else a pinned image's (0 once
         that image is gone); 0 for anything else.
 

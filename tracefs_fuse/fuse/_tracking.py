@@ -57,10 +57,9 @@ docs/emulation.md):
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import msgspec
@@ -156,25 +155,30 @@ class ProcessTracker:
 
     # -- the moments user_events acts ---------------------------------------------------
 
-    @contextlib.contextmanager
-    def caller(self, tgid: Tgid, tid: int) -> Iterator[None]:
-        """Around a user_events_data ioctl from thread ``tid``: the caller is
-        followed (pinned, its forks found before its enablers change) and its
-        memory is reached through the request."""
+    def enter(self, tgid: Tgid, tid: int) -> None:
+        """Before a user_events_data ioctl from thread ``tid``: the caller is
+        followed (its forks found before its enablers change, its image
+        pinned) and its memory is reached through the request until
+        :meth:`leave`."""
         self.catch_up(pinning=True)
         image = self.memory.image(tgid)
         if image is not None and not image.alive():
             self._gone(tgid)  # it exec'd: the caller runs a new image
-        try:
-            image = self.memory.pin_caller(tgid, tid)
-        except OSError as exc:
-            log.debug("cannot follow %d (thread %d): %s", tgid, tid, exc)
-        else:
-            self.exits.watch(tgid, image.pidfd.fd)
-            self._subscribe()
-            self._holding.set()
-        with self.memory.serving(tgid, tid):
-            yield
+            image = None
+        if image is None:
+            try:
+                image = self.memory.pin_caller(tgid, tid)
+            except OSError as exc:
+                log.debug("cannot follow %d (thread %d): %s", tgid, tid, exc)
+            else:
+                self.exits.watch(tgid, image.pidfd.fd)
+                self._subscribe()
+                self._holding.set()
+        self.memory.serve(tgid, tid)
+
+    def leave(self, tgid: Tgid) -> None:
+        """After the ioctl :meth:`enter` announced."""
+        self.memory.serve(None)
         if tgid in self.registry.mms and self.memory.image(tgid) is None:
             # Registered but unpinnable (it vanished): nothing could ever
             # write into it or see it exit; drop it as the kernel would.
