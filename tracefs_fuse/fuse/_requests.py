@@ -39,6 +39,7 @@ import trio
 
 from ..engine._buffer_files import RawPipeFile
 from ..engine._errors import TracefsError, WouldBlock
+from ..engine._memory import Tgid
 from ..engine._task import Task
 from ..engine._tree import FileKind, OpenFile
 from ..engine._user_events_files import UserEventsDataFile
@@ -67,7 +68,7 @@ class RequestHandler:
                  *, writer_task: Callable[[int], Task], control_task: Callable[[int], Task],
                  caller: Callable[[int], ContextManager[Task]],
                  changed: Callable[[], trio.Event | None], native: NativeWrites,
-                 read_memory: Callable[[int, int, int, int], bytes]) -> None:
+                 read_memory: Callable[[int, Tgid, int, int], bytes]) -> None:
         self.ops = ops
         self.nursery = nursery
         self.mappings = mappings
