@@ -77,6 +77,10 @@ USAGE_ERRORS = [
     (["mount"], "the following arguments are required: DIR"),
     (["run"], "no command given (tracefs-fuse run [options] -- CMD [ARGS...])"),
     (["run", "--abi", "6.1"], "no command given (tracefs-fuse run [options] -- CMD [ARGS...])"),
+    (["run", "--frob", "--", "true"], "unrecognized arguments: --frob"),
+    (["mount", "--frob", "/m"], "unrecognized arguments: --frob"),
+    (["umount", "/m", "/n"], "unrecognized arguments: /n"),
+    (["show", "--frob", "f.jsonl"], "unrecognized arguments: --frob"),
 ]
 
 

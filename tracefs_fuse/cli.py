@@ -488,6 +488,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.add(sub)
+    for subparser in sub.choices.values():
+        # An unknown option is reported by the command's own parser, with its usage.
+        subparser.set_defaults(command_parser=subparser)
     return parser
 
 
@@ -501,7 +504,10 @@ def _from_mount_helper(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(_from_mount_helper(sys.argv[1:] if argv is None else argv))
+    args, unknown = build_parser().parse_known_args(
+        _from_mount_helper(sys.argv[1:] if argv is None else argv))
+    if unknown:
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     status: int = args.handler(args)
     return status
 
