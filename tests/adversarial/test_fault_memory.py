@@ -22,14 +22,17 @@ fault past ``i_size`` fails in ``filemap_fault`` without a FUSE request.
 
 from __future__ import annotations
 
+import os
 import select
+import signal
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.adversarial.fault_abort import abort, connection
+from tests.adversarial.fault_abort import FUSECTL, abort, connection
 from tests.integration.conftest import Mount, start_mount, stop_mount
 
 pytestmark = [pytest.mark.uses_fuse, pytest.mark.slow]
@@ -193,3 +196,98 @@ def test_fault_reads_are_refused_only_for_the_daemon(mount: Mount) -> None:
         "m = mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ); print(len(m[:4096]))",
         str(mount / STATUS)])
     assert page.strip() == "4096"
+
+
+def _until(what: str, done: Callable[[], bool]) -> None:
+    """Poll ``done`` (kernel state with no event to wait on), bounded."""
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while not done():
+        assert time.monotonic() < deadline, f"{what}: not within {STEP_TIMEOUT_S} s"
+        time.sleep(0.001)
+
+
+def _stopped(pid: int) -> bool:
+    """Every thread of ``pid`` is in group stop (state T)."""
+    tasks = Path(f"/proc/{pid}/task")
+    return all((task / "stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+               for task in tasks.iterdir())
+
+
+def _stop_and_send(mount: Mount, clients: list[Interactive]) -> None:
+    """With the daemon stopped, release each client in turn and let its
+    request queue in the kernel (FIFO) before the next; then resume."""
+    if not any(FUSECTL.iterdir()):
+        subprocess.run(["mount", "-t", "fusectl", "none", str(FUSECTL)], check=True)
+    waiting = FUSECTL / str(_connections[mount.path]) / "waiting"
+    daemon = mount.proc.pid
+    os.kill(daemon, signal.SIGSTOP)
+    try:
+        _until("the daemon stops", lambda: _stopped(daemon))
+        for step, client in enumerate(clients, start=1):
+            assert client.proc.stdin is not None
+            client.proc.stdin.write("go\n")
+            client.proc.stdin.flush()
+            _until(f"request {step} queued", lambda step=step: int(waiting.read_text()) >= step)
+    finally:
+        os.kill(daemon, signal.SIGCONT)
+
+
+def _died_of_sigbus(mount: Mount, toucher: Interactive) -> None:
+    try:
+        toucher.proc.communicate(timeout=STEP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise _hung(mount, "the toucher's fault", toucher.proc) from None
+    assert toucher.proc.returncode == -signal.SIGBUS
+
+
+@pytest.mark.parametrize("file", [RAW, STATUS])
+def test_fault_on_a_page_another_client_is_filling(mount: Mount, c_client: CClient,
+                                                   file: str) -> None:
+    """The daemon's access reaches a page whose fill another process started.
+
+    The toucher's fault locks the page and queues its read for the daemon's
+    Python thread, which is then inside the registrar's ioctl, reading the
+    name on that very page: the access waits for the lock, the lock for the
+    read, the read for the access. The order is made certain by stopping the
+    daemon while both requests are sent (they queue in the kernel in order).
+    The receiver's watchdog refuses the queued fill after 100 ms: the toucher
+    dies of SIGBUS (the only way a refused fill can end a fault), the
+    registrar gets EFAULT, and the daemon serves on. Before, every client hung.
+    """
+    fault_mem = str(c_client("fault_mem"))
+    registrar = Interactive(mount, [fault_mem, "reg-late", str(mount), file])
+    toucher = Interactive(mount, [fault_mem, "touch-late", str(mount), file])
+    assert registrar.line() == "ready"
+    assert toucher.line() == "ready"
+    _stop_and_send(mount, [registrar, toucher])
+    assert registrar.line() == "reg-late rc=-1 errno=EFAULT"
+    _died_of_sigbus(mount, toucher)
+    registrar.finish()
+    still_serving(mount)
+    log = mount.log_text()
+    assert "Traceback" not in log, log
+
+
+def test_fault_enable_word_on_a_page_another_client_is_filling(mount: Mount,
+                                                                c_client: CClient) -> None:
+    """The same with the daemon's write of an enable bit (``echo 1 > enable``)
+    into a word the file was mapped over: the write request queues first."""
+    fault_mem = str(c_client("fault_mem"))
+    holder = Interactive(mount, [fault_mem, "remap", str(mount), RAW, "fault_filling u32 a"])
+    assert holder.line() == "reg rc=0 errno=0"
+    assert holder.line() == "ready"
+    enable = mount / "events/user_events/fault_filling/enable"
+    enabler = Interactive(mount, ["sh", "-c", f'exec 3>"{enable}"; echo ready; read x; '
+                                              'echo 1 >&3 && echo enabled'])
+    toucher = Interactive(mount, [fault_mem, "touch-late", str(mount), RAW])
+    assert enabler.line() == "ready"
+    assert toucher.line() == "ready"
+    _stop_and_send(mount, [enabler, toucher])
+    # As in the kernel, the enable succeeds though the bit cannot be written.
+    assert enabler.line() == "enabled"
+    _died_of_sigbus(mount, toucher)
+    assert enabler.finish() == []
+    assert holder.finish() == ["unreg rc=-1 errno=EFAULT"]
+    still_serving(mount)
+    log = mount.log_text()
+    assert "Traceback" not in log, log

@@ -23,6 +23,12 @@
  *                  for a line on stdin before unregistering
  *   fork NAME      as remap, then fork (the child waits to be killed);
  *                  print "forked PID" and wait for a line on stdin
+ *   reg-late       as reg-name, but print "ready" and wait for a line on
+ *                  stdin between the mapping and the ioctl
+ *   touch-late     map FILE, print "ready" and wait for a line on stdin,
+ *                  then read the mapping's first byte (a page-cache fill,
+ *                  from this process): print "touch-late rc=0 errno=0", or
+ *                  die of SIGBUS if the fill is refused
  *
  * Prints "<op> rc=<result> errno=<name>" per ioctl and exits 0 unless the
  * setup itself failed (exit 2).
@@ -105,6 +111,18 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "reg-name")) {
 		map_over(mount, file, mapped);
 		report(mode, reg(data, mapped, (uint64_t)&word));
+	} else if (!strcmp(mode, "reg-late")) {
+		map_over(mount, file, mapped);
+		printf("ready\n");
+		fflush(stdout);
+		wait_line();
+		report(mode, reg(data, mapped, (uint64_t)&word));
+	} else if (!strcmp(mode, "touch-late")) {
+		map_over(mount, file, mapped);
+		printf("ready\n");
+		fflush(stdout);
+		wait_line();
+		report(mode, *(volatile char *)mapped & 0);
 	} else if (!strcmp(mode, "reg-struct")) {
 		*(uint32_t *)across = sizeof(struct user_reg);
 		across[5] = 4;  /* enable_size; the rest lies in the mapping */

@@ -1165,6 +1165,24 @@ static PyObject *bridge_set_drain(PyObject *mod, PyObject *cb)
     Py_RETURN_NONE;
 }
 
+/* Around every access of the Python thread to client memory: a queued page
+ * fill it waits for is refused once it has waited too long (receiver.c). */
+static PyObject *bridge_access_begin(PyObject *mod, PyObject *noargs)
+{
+    (void)mod;
+    (void)noargs;
+    rx_access_begin();
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_access_end(PyObject *mod, PyObject *noargs)
+{
+    (void)mod;
+    (void)noargs;
+    rx_access_end();
+    Py_RETURN_NONE;
+}
+
 /* perfmon_capable() of another thread: CAP_PERFMON or CAP_SYS_ADMIN in its
  * effective set, by capget(2) (one system call; /proc/<tid>/status costs an
  * open, a formatted read and a close).  False if the thread is gone. */
@@ -1288,6 +1306,7 @@ static PyObject *bridge_status(PyObject *mod, PyObject *noargs)
         PUT_INT(d, "queue_peak", rxs.queue_peak) ||
         PUT_INT(d, "served_natively", rxs.native) ||
         PUT_INT(d, "own_fills_refused", rxs.own_fills_refused) ||
+        PUT_INT(d, "stuck_fills_refused", rxs.stuck_fills_refused) ||
         PUT_INT(d, "max_write", snap.max_write) ||
         PUT_INT(d, "max_pages", snap.max_pages) ||
         PUT_INT(d, "fast_served", fps.served) ||
@@ -1330,6 +1349,10 @@ static PyMethodDef bridge_methods[] = {
     {"set_drain", bridge_set_drain, METH_O,
      "set_drain(callable | None): called (trio thread) to take staged "
      "records in"},
+    {"access_begin", bridge_access_begin, METH_NOARGS,
+     "access_begin(): the calling thread starts an access to client memory"},
+    {"access_end", bridge_access_end, METH_NOARGS,
+     "access_end(): ... and is done with it"},
     {"perfmon_capable", bridge_perfmon_capable, METH_O,
      "perfmon_capable(tid) -> bool: CAP_PERFMON or CAP_SYS_ADMIN effective"},
     {"request_limits", bridge_request_limits, METH_NOARGS,

@@ -39,6 +39,11 @@ Rules:
     report progress per iovec), ``/proc/<pid>/mem`` page by page by itself.
   * Every image also holds a pidfd: it names the ``struct pid`` and polls
     readable once the whole thread group has exited (the exit source).
+  * Every access is bracketed by ``access_begin``/``access_end``: a page of
+    our own files that another process is filling would otherwise keep the
+    access (and the daemon) waiting for a read only this thread can answer;
+    the receiver's watchdog refuses such fills after 100 ms
+    (``_native/receiver.c``).
 
 Costs (2-CPU test VM, Python 3.11): read 1 byte through ``process_vm_readv``
 3.5 us, through the pinned fd 2.5 us; an enable-bit read-modify-write through
@@ -83,6 +88,8 @@ from typing import cast
 import msgspec
 
 from tracefs_fuse.engine._memory import Tgid
+
+from ._session import access_begin, access_end
 
 logger = logging.getLogger(__name__)
 
@@ -240,7 +247,11 @@ class Image:
             # mem_rw(): 0 bytes once the pinned mm has no users left; an
             # unmapped address fails with EIO while it lives.
             probe = self.identity.token_addr if self.identity is not None else PAGE_SIZE
-            return os.pread(self.memfd, 1, probe) != b""
+            access_begin()
+            try:
+                return os.pread(self.memfd, 1, probe) != b""
+            finally:
+                access_end()
         except OSError as e:
             if e.errno == errno.EIO:
                 return True
@@ -294,12 +305,15 @@ def _pread(fd: int, size: int, addr: int) -> bytes:
     """Read through a pinned ``mem`` fd; short at the first fault, b"" when gone."""
     if not 0 <= addr < _LOFF_LIMIT:
         return b""
+    access_begin()
     try:
         return os.pread(fd, size, addr)
     except OSError as e:
         if e.errno == errno.EIO:  # nothing mapped at addr
             return b""
         raise
+    finally:
+        access_end()
 
 
 def _shares_mm(child: int, parent: int) -> bool | None:
@@ -534,12 +548,15 @@ class ClientMemory:
             self._writes_refused += 1
             return 0
         self._writes += 1
+        access_begin()
         try:
             done = os.pwrite(image.memfd, data, addr)
         except OSError as e:
             if e.errno != errno.EIO:  # EIO: nothing writable at addr
                 raise
             done = 0
+        finally:
+            access_end()
         if done == 0:
             self._writes_refused += 1
         return done
@@ -578,7 +595,11 @@ class ClientMemory:
 
     @staticmethod
     def _call(syscall: _VmSyscall, pid: int, local: int, remote: int, count: int) -> int:
-        got: int = syscall(pid, local, 1, remote, count, 0)
+        access_begin()
+        try:
+            got: int = syscall(pid, local, 1, remote, count, 0)
+        finally:
+            access_end()
         if got >= 0:
             return got
         err = ctypes.get_errno()

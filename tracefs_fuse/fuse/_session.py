@@ -76,6 +76,9 @@ log = logging.getLogger(__name__)
 Request = _bridge.Request
 #: The native fast path's table and staging ring (used by fuse/_fast_path.py).
 native = _bridge
+#: Around every access to client memory (see fuse/_native/receiver.c).
+access_begin = _bridge.access_begin
+access_end = _bridge.access_end
 #: ``perfmon_capable()`` of a thread (capget: one system call).
 perfmon_capable = _bridge.perfmon_capable
 #: ``request_limits() -> (max_write, max_pages)``: a request's largest size
@@ -180,6 +183,9 @@ class BridgeStatus(msgspec.Struct, frozen=True, kw_only=True):
     served_natively: int
     #: Page-cache fills caused by the daemon's own threads, answered EIO.
     own_fills_refused: int
+    #: Page-cache fills answered EIO because an access to client memory
+    #: waited on them (their page) too long.
+    stuck_fills_refused: int
     #: What FUSE_INIT settled: bytes and pages per request.
     max_write: int
     max_pages: int

@@ -28,14 +28,17 @@
  * and holds nothing there; glibc (2.34+) acts on a cancel either before the
  * read starts or while it blocks, never after it returned a request.
  *
- * Caveat: a fill the receiver cannot answer is still a wait.  If a client
- * thread faults on a page of our file (the page is locked while its read is
- * queued for Python) at the moment the Python thread's access to client
- * memory reaches that same page, the access waits for the page lock, the
- * lock for the read, the read for Python: a hang until the connection is
- * aborted.  It takes a client racing its own fault against its own
- * registration (or a reader's fault on a page an adversary points at);
- * serving such fills natively would need the page's content here.
+ * A fill someone else caused can be waited for too: if a client thread
+ * faults on a page of our file (the page stays locked while its read is
+ * queued for Python) and the Python thread's access to client memory reaches
+ * that same page, the access waits for the page lock, the lock for the read,
+ * the read for Python.  The Python thread says when it is inside an access
+ * (rx_access_begin/end); a watchdog thread, awake only while fills are
+ * queued, answers every queued fill EIO once one access has lasted
+ * RX_ACCESS_STUCK_NS.  The faulting client gets SIGBUS (or EFAULT), the page
+ * is unlocked, the access's retried fault is the daemon's own (EIO above),
+ * and the access fails: the engine answers EFAULT.  An access that is not
+ * stuck lasts microseconds, so no fill is refused unless one is.
  *
  * Kernel: fs/fuse/dev.c (fuse_dev_do_read: one whole request per read, or
  * ENODEV once the connection is gone), fs/fuse/file.c (fuse_send_read: page
@@ -50,6 +53,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/fuse.h>
@@ -57,9 +61,13 @@
 struct item {
     struct item *next;
     enum rx_item_kind kind;
+    int fill;    /* a page-cache fill (see is_fill) */
     size_t len;  /* RX_REQUEST: bytes of data; RX_END: the errno */
     unsigned char data[];
 };
+
+/* How often the watchdog looks while fills are queued. */
+#define WATCH_PERIOD_NS (RX_ACCESS_STUCK_NS / 4)
 
 static struct {
     int dev_fd, event_fd;
@@ -74,8 +82,35 @@ static struct {
     int signalled;         /* event_fd holds a count */
     int drain_queued;
     int running;
+    size_t fills;          /* queued page-cache fills */
+    pthread_t watchdog;
+    int watching;          /* watchdog created, not yet joined */
+    int stopping;          /* the watchdog must end */
+    pthread_cond_t fill_queued;
     struct rx_stats stats;
-} rx = {.dev_fd = -1, .event_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+} rx = {.dev_fd = -1, .event_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
+        .fill_queued = PTHREAD_COND_INITIALIZER};
+
+/* CLOCK_MONOTONIC (ns) at which the Python thread's current access to client
+ * memory began; 0 outside one. */
+static uint64_t access_since;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void rx_access_begin(void)
+{
+    __atomic_store_n(&access_since, now_ns(), __ATOMIC_RELEASE);
+}
+
+void rx_access_end(void)
+{
+    __atomic_store_n(&access_since, 0, __ATOMIC_RELEASE);
+}
 
 /* Caller holds rx.lock. */
 static void signal_python(void)
@@ -97,10 +132,12 @@ static void enqueue(struct item *it)
     rx.depth++;
     if (rx.depth > rx.stats.queue_peak)
         rx.stats.queue_peak = rx.depth;
+    if (it->fill && rx.fills++ == 0)
+        pthread_cond_signal(&rx.fill_queued);
     signal_python();
 }
 
-static void push(enum rx_item_kind kind, const void *data, size_t len)
+static void push(enum rx_item_kind kind, const void *data, size_t len, int fill)
 {
     struct item *it = malloc(sizeof(*it) + (kind == RX_REQUEST ? len : 0));
     pthread_mutex_lock(&rx.lock);
@@ -115,6 +152,7 @@ static void push(enum rx_item_kind kind, const void *data, size_t len)
         return;
     }
     it->kind = kind;
+    it->fill = fill;
     it->len = len;
     if (kind == RX_REQUEST) {
         memcpy(it->data, data, len);
@@ -131,6 +169,7 @@ void rx_push_drain(void)
         struct item *it = malloc(sizeof(*it));
         if (it) {
             it->kind = RX_DRAIN;
+            it->fill = 0;
             it->len = 0;
             rx.drain_queued = 1;
             rx.stats.drains_queued++;
@@ -148,17 +187,86 @@ void rx_reply_err(int dev_fd, uint64_t unique, int err)
     (void)!write(dev_fd, &out, sizeof(out));
 }
 
-/* A page-cache fill caused by one of the daemon's own threads: its access to
- * a client's memory faulted on a page of our own file. */
-static int own_fill(const unsigned char *req, size_t len)
+/* A page-cache fill: a FUSE_READ without a lock owner (read(2) has one). */
+static int is_fill(const unsigned char *req, size_t len)
 {
     const struct fuse_in_header *in = (const void *)req;
     const struct fuse_read_in *arg = (const void *)(in + 1);
-    if (in->opcode != FUSE_READ || len < sizeof(*in) + sizeof(*arg) ||
-        (arg->read_flags & FUSE_READ_LOCKOWNER) || in->pid == 0)
-        return 0;
+    return in->opcode == FUSE_READ && len >= sizeof(*in) + sizeof(*arg) &&
+           !(arg->read_flags & FUSE_READ_LOCKOWNER);
+}
+
+/* A fill caused by one of the daemon's own threads: its access to a client's
+ * memory faulted on a page of our own file. */
+static int own_fill(const unsigned char *req)
+{
+    const struct fuse_in_header *in = (const void *)req;
     /* tgkill(tgid, tid, 0) succeeds only for a thread of our group. */
-    return syscall(SYS_tgkill, rx.tgid, (pid_t)in->pid, 0) == 0;
+    return in->pid != 0 && syscall(SYS_tgkill, rx.tgid, (pid_t)in->pid, 0) == 0;
+}
+
+/* Caller holds rx.lock.  Unlinks every queued fill into *out. */
+static void take_fills(struct item **out)
+{
+    for (struct item **pp = &rx.head; *pp;) {
+        struct item *it = *pp;
+        if (!it->fill) {
+            pp = &it->next;
+            continue;
+        }
+        *pp = it->next;
+        if (rx.tailp == &it->next)
+            rx.tailp = pp;
+        rx.depth--;
+        rx.fills--;
+        it->next = *out;
+        *out = it;
+    }
+}
+
+/* Answers the queued fills EIO once an access to client memory has been
+ * stuck for RX_ACCESS_STUCK_NS (see the top of this file). */
+static void *watch(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&rx.lock);
+    while (!rx.stopping) {
+        if (rx.fills == 0) {
+            pthread_cond_wait(&rx.fill_queued, &rx.lock);
+            continue;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += WATCH_PERIOD_NS;
+        until.tv_sec += until.tv_nsec / 1000000000;
+        until.tv_nsec %= 1000000000;
+        pthread_cond_timedwait(&rx.fill_queued, &rx.lock, &until);
+        uint64_t since = __atomic_load_n(&access_since, __ATOMIC_ACQUIRE);
+        if (rx.stopping || rx.fills == 0 || since == 0 ||
+            now_ns() - since < RX_ACCESS_STUCK_NS)
+            continue;
+        struct item *refused = NULL;
+        take_fills(&refused);
+        if (!rx.head && rx.signalled) {
+            uint64_t count;
+            (void)!read(rx.event_fd, &count, sizeof(count));
+            rx.signalled = 0;
+        }
+        pthread_mutex_unlock(&rx.lock);
+        while (refused) {
+            struct item *next = refused->next;
+            rx_reply_err(rx.dev_fd,
+                         ((const struct fuse_in_header *)refused->data)->unique,
+                         EIO);
+            __atomic_add_fetch(&rx.stats.stuck_fills_refused, 1,
+                               __ATOMIC_RELAXED);
+            free(refused);
+            refused = next;
+        }
+        pthread_mutex_lock(&rx.lock);
+    }
+    pthread_mutex_unlock(&rx.lock);
+    return NULL;
 }
 
 static void *receive(void *unused)
@@ -184,7 +292,8 @@ static void *receive(void *unused)
             break;
         }
         __atomic_add_fetch(&rx.stats.received, 1, __ATOMIC_RELAXED);
-        if (own_fill(buf, (size_t)n)) {
+        int fill = is_fill(buf, (size_t)n);
+        if (fill && own_fill(buf)) {
             __atomic_add_fetch(&rx.stats.own_fills_refused, 1,
                                __ATOMIC_RELAXED);
             rx_reply_err(rx.dev_fd,
@@ -195,14 +304,26 @@ static void *receive(void *unused)
             __atomic_add_fetch(&rx.stats.native, 1, __ATOMIC_RELAXED);
             continue;
         }
-        push(RX_REQUEST, buf, (size_t)n);
+        push(RX_REQUEST, buf, (size_t)n, fill);
     }
     free(buf);
     pthread_mutex_lock(&rx.lock);
     rx.running = 0;
     pthread_mutex_unlock(&rx.lock);
-    push(RX_END, NULL, (size_t)err);
+    push(RX_END, NULL, (size_t)err, 0);
     return NULL;
+}
+
+static void stop_watchdog(void)
+{
+    if (!rx.watching)
+        return;
+    pthread_mutex_lock(&rx.lock);
+    rx.stopping = 1;
+    pthread_cond_signal(&rx.fill_queued);
+    pthread_mutex_unlock(&rx.lock);
+    pthread_join(rx.watchdog, NULL);
+    rx.watching = 0;
 }
 
 int rx_start(int dev_fd, int event_fd, size_t bufsize, rx_handler handler)
@@ -218,11 +339,20 @@ int rx_start(int dev_fd, int event_fd, size_t bufsize, rx_handler handler)
     rx.tailp = &rx.head;
     rx.depth = 0;
     rx.signalled = rx.drain_queued = 0;
+    rx.fills = 0;
+    rx.stopping = 0;
     memset(&rx.stats, 0, sizeof(rx.stats));
+    int rc = pthread_create(&rx.watchdog, NULL, watch, NULL);
+    if (rc) {
+        rx.dev_fd = rx.event_fd = -1;  /* still the caller's */
+        return -rc;
+    }
+    rx.watching = 1;
     rx.running = 1;
-    int rc = pthread_create(&rx.thread, NULL, receive, NULL);
+    rc = pthread_create(&rx.thread, NULL, receive, NULL);
     if (rc) {
         rx.running = 0;
+        stop_watchdog();
         rx.dev_fd = rx.event_fd = -1;  /* still the caller's */
         return -rc;
     }
@@ -239,6 +369,7 @@ int rx_stop(void)
         pthread_join(rx.thread, NULL);
         rx.started = 0;
     }
+    stop_watchdog();
     pthread_mutex_lock(&rx.lock);
     for (struct item *it = rx.head, *next; it; it = next) {
         next = it->next;
@@ -247,6 +378,7 @@ int rx_stop(void)
     rx.head = NULL;
     rx.tailp = &rx.head;
     rx.depth = 0;
+    rx.fills = 0;
     rx.running = 0;
     pthread_mutex_unlock(&rx.lock);
     int fd = rx.dev_fd;
@@ -277,6 +409,8 @@ enum rx_item_kind rx_take(void *buf, size_t len, size_t *n)
         if (!rx.head)
             rx.tailp = &rx.head;
         rx.depth--;
+        if (it->fill)
+            rx.fills--;
         if (it->kind == RX_DRAIN)
             rx.drain_queued = 0;
     }
@@ -308,4 +442,6 @@ void rx_get_stats(struct rx_stats *out)
     out->native = __atomic_load_n(&rx.stats.native, __ATOMIC_RELAXED);
     out->own_fills_refused =
         __atomic_load_n(&rx.stats.own_fills_refused, __ATOMIC_RELAXED);
+    out->stuck_fills_refused =
+        __atomic_load_n(&rx.stats.stuck_fills_refused, __ATOMIC_RELAXED);
 }

@@ -26,9 +26,18 @@ enum rx_item_kind {
 typedef int (*rx_handler)(const unsigned char *req, size_t len, int dev_fd);
 
 struct rx_stats {
-    unsigned long long received, queued, own_fills_refused, drains_queued,
-        native, queue_peak;
+    unsigned long long received, queued, own_fills_refused,
+        stuck_fills_refused, drains_queued, native, queue_peak;
 };
+
+/* How long one access to client memory may wait before the queued
+ * page-cache fills are refused (EIO) so that it ends: 100 ms. */
+#define RX_ACCESS_STUCK_NS 100000000ull
+
+/* The Python thread is about to access client memory / is done with it.
+ * Any thread; lock-free. */
+void rx_access_begin(void);
+void rx_access_end(void);
 
 /* Starts the thread on `dev_fd` (/dev/fuse, mounted); `event_fd` (an
  * eventfd) is readable while items are queued.  `bufsize` bytes hold the
