@@ -21,6 +21,6 @@ def connection(mountpoint: Path) -> int:
 
 
 def abort(conn: int) -> None:
-    if not any(FUSECTL.iterdir()):
+    if not FUSECTL.is_mount():
         subprocess.run(["mount", "-t", "fusectl", "none", str(FUSECTL)], check=False)
     (FUSECTL / str(conn) / "abort").write_text("1")

@@ -216,7 +216,7 @@ def _stopped(pid: int) -> bool:
 def _stop_and_send(mount: Mount, clients: list[Interactive]) -> None:
     """With the daemon stopped, release each client in turn and let its
     request queue in the kernel (FIFO) before the next; then resume."""
-    if not any(FUSECTL.iterdir()):
+    if not FUSECTL.is_mount():
         subprocess.run(["mount", "-t", "fusectl", "none", str(FUSECTL)], check=True)
     waiting = FUSECTL / str(_connections[mount.path]) / "waiting"
     daemon = mount.proc.pid
@@ -291,3 +291,63 @@ def test_fault_enable_word_on_a_page_another_client_is_filling(mount: Mount,
     still_serving(mount)
     log = mount.log_text()
     assert "Traceback" not in log, log
+
+
+@pytest.fixture
+def stalling_file(tmp_path: Path, c_client: CClient) -> Iterator[tuple[Path, Interactive]]:
+    """A file on a FUSE filesystem of the client's own whose reads never end."""
+    where = tmp_path / "stall"
+    where.mkdir()
+    stall = subprocess.Popen([str(c_client("stall_fs")), str(where)], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert stall.stdout is not None and stall.stdout.readline() == "ready\n"
+        yield where / "page", stall
+    finally:
+        if stall.poll() is None:
+            abort(connection(where))
+        stall.communicate(timeout=STEP_TIMEOUT_S)
+        # libfuse leaves an aborted connection's mount in place.
+        subprocess.run(["fusermount3", "-u", "-z", str(where)], check=True)
+
+
+def _aborted(stalling: tuple[Path, subprocess.Popen[str]], mount: Mount) -> None:
+    """The stalling filesystem's connection was aborted (its server ends) and
+    the daemon said why."""
+    _, stall = stalling
+    out, _ = stall.communicate(timeout=STEP_TIMEOUT_S)
+    assert out == "ended\n"
+    assert "waited 1 s on another FUSE filesystem: that connection was aborted" in mount.log_text()
+
+
+def test_fault_on_a_file_of_a_filesystem_that_never_answers(
+        mount: Mount, c_client: CClient, stalling_file: tuple[Path, subprocess.Popen[str]]) -> None:
+    """A name on a page of a client's own FUSE file whose reads never end.
+
+    Nothing in the daemon can end that wait; before, every client hung with
+    it. Now the connection is aborted after 1 s: the access fails (EFAULT)
+    and the daemon serves on.
+    """
+    page, _ = stalling_file
+    bystander = Bystander(mount)
+    out = run_bounded(mount, [str(c_client("fault_mem")), "reg-name", str(mount), str(page)])
+    assert out == "reg-name rc=-1 errno=EFAULT\n"
+    bystander.check()
+    _aborted(stalling_file, mount)
+    still_serving(mount)
+
+
+def test_fault_enable_word_on_a_file_of_a_filesystem_that_never_answers(
+        mount: Mount, c_client: CClient, stalling_file: tuple[Path, subprocess.Popen[str]]) -> None:
+    """``echo 1 > enable`` writing a bit into such a page (through the
+    registered image, not the caller's request)."""
+    page, _ = stalling_file
+    holder = Interactive(mount, [str(c_client("fault_mem")), "remap", str(mount), str(page),
+                                 "fault_stall u32 a"])
+    assert holder.line() == "reg rc=0 errno=0"
+    assert holder.line() == "ready"
+    enable = mount / "events/user_events/fault_stall/enable"
+    run_bounded(mount, ["sh", "-c", f'echo 1 > "{enable}"'])
+    _aborted(stalling_file, mount)
+    assert holder.finish() == ["unreg rc=-1 errno=EFAULT"]
+    still_serving(mount)

@@ -5,7 +5,8 @@
  * that is making the access.
  *
  * usage: fault_mem MODE MOUNT FILE
- *   FILE is mapped (read-only, shared) over the second page of a two-page
+ *   FILE (relative to MOUNT, or absolute: a file elsewhere) is mapped
+ *   (read-only, shared) over the second page of a two-page
  *   area whose first page is ordinary memory; "at the mapping" below means
  *   at the start of that second page, "across" means 8 bytes before it, so
  *   that the first 8 bytes (which the kernel copies in for a restricted
@@ -60,11 +61,12 @@ static void report(const char *op, int rc)
 	fflush(stdout);
 }
 
-/* Maps `file` over `page`, never touching it. */
+/* Maps `file` (under `mount`, or an absolute path) over `page`, never
+ * touching it. */
 static void map_over(const char *mount, const char *file, char *page)
 {
 	char path[4096];
-	snprintf(path, sizeof(path), "%s/%s", mount, file);
+	snprintf(path, sizeof(path), "%s/%s", file[0] == '/' ? "" : mount, file);
 	int fd = open(path, O_RDONLY);
 	if (fd < 0)
 		die(path);

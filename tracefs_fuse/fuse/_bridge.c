@@ -1167,11 +1167,20 @@ static PyObject *bridge_set_drain(PyObject *mod, PyObject *cb)
 
 /* Around every access of the Python thread to client memory: a queued page
  * fill it waits for is refused once it has waited too long (receiver.c). */
-static PyObject *bridge_access_begin(PyObject *mod, PyObject *noargs)
+static PyObject *bridge_access_begin(PyObject *mod, PyObject *const *args,
+                                     Py_ssize_t nargs)
 {
     (void)mod;
-    (void)noargs;
-    rx_access_begin();
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "access_begin(pid, addr, size)");
+        return NULL;
+    }
+    long pid = PyLong_AsLong(args[0]);
+    unsigned long long addr = PyLong_AsUnsignedLongLong(args[1]);
+    unsigned long long size = PyLong_AsUnsignedLongLong(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    rx_access_begin((pid_t)pid, addr, size);
     Py_RETURN_NONE;
 }
 
@@ -1180,6 +1189,16 @@ static PyObject *bridge_access_end(PyObject *mod, PyObject *noargs)
     (void)mod;
     (void)noargs;
     rx_access_end();
+    return PyLong_FromUnsignedLongLong(rx_foreign_aborts());
+}
+
+static PyObject *bridge_set_own_device(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    unsigned major, minor;
+    if (!PyArg_ParseTuple(args, "II", &major, &minor))
+        return NULL;
+    rx_set_own_device(major, minor);
     Py_RETURN_NONE;
 }
 
@@ -1307,6 +1326,7 @@ static PyObject *bridge_status(PyObject *mod, PyObject *noargs)
         PUT_INT(d, "served_natively", rxs.native) ||
         PUT_INT(d, "own_fills_refused", rxs.own_fills_refused) ||
         PUT_INT(d, "stuck_fills_refused", rxs.stuck_fills_refused) ||
+        PUT_INT(d, "foreign_aborted", rxs.foreign_aborted) ||
         PUT_INT(d, "max_write", snap.max_write) ||
         PUT_INT(d, "max_pages", snap.max_pages) ||
         PUT_INT(d, "fast_served", fps.served) ||
@@ -1349,10 +1369,15 @@ static PyMethodDef bridge_methods[] = {
     {"set_drain", bridge_set_drain, METH_O,
      "set_drain(callable | None): called (trio thread) to take staged "
      "records in"},
-    {"access_begin", bridge_access_begin, METH_NOARGS,
-     "access_begin(): the calling thread starts an access to client memory"},
+    {"access_begin", (PyCFunction)(void (*)(void))bridge_access_begin,
+     METH_FASTCALL,
+     "access_begin(pid, addr, size): the calling thread starts an access to "
+     "size bytes of pid's memory at addr"},
     {"access_end", bridge_access_end, METH_NOARGS,
-     "access_end(): ... and is done with it"},
+     "access_end() -> int: ... and is done with it; FUSE connections aborted "
+     "so far because an access waited on them"},
+    {"set_own_device", bridge_set_own_device, METH_VARARGS,
+     "set_own_device(major, minor): our mount's device, never aborted"},
     {"perfmon_capable", bridge_perfmon_capable, METH_O,
      "perfmon_capable(tid) -> bool: CAP_PERFMON or CAP_SYS_ADMIN effective"},
     {"request_limits", bridge_request_limits, METH_NOARGS,

@@ -38,7 +38,7 @@ from ._mount_options import fuse_options
 from ._operations import TracefsOperations
 from ._pagepush import PagePusher
 from ._requests import RequestHandler
-from ._session import perfmon_capable, serve, terminate
+from ._session import perfmon_capable, serve, set_own_device, terminate
 from ._tasks import TaskFacts, TaskTable
 from ._tracking import ProcessTracker
 
@@ -208,6 +208,7 @@ class Daemon:
                     nursery.start_soon(self._stop_on_signal)
                 status = await nursery.start(self._serve, nursery)
                 self.mappings.device = mount_device(self.config.mountpoint)
+                set_own_device(*(int(part, 16) for part in self.mappings.device.split(":")))
                 log.info("serving %s", self.config.mountpoint)
                 log.debug("bridge: %s", status)
                 task_status.started(self)

@@ -39,11 +39,12 @@ Rules:
     report progress per iovec), ``/proc/<pid>/mem`` page by page by itself.
   * Every image also holds a pidfd: it names the ``struct pid`` and polls
     readable once the whole thread group has exited (the exit source).
-  * Every access is bracketed by ``access_begin``/``access_end``: a page of
-    our own files that another process is filling would otherwise keep the
-    access (and the daemon) waiting for a read only this thread can answer;
-    the receiver's watchdog refuses such fills after 100 ms
-    (``_native/receiver.c``).
+  * Every access is bracketed by :func:`_begin`/:func:`_end`, so that the
+    receiver's watchdog (``_native/receiver.c``) can end one that waits: on
+    a page of our own files that another process is filling (a read only
+    this thread could answer; the fills queued are refused after 100 ms),
+    or on a file of another FUSE filesystem that does not answer (that
+    connection is aborted after 1 s).
 
 Costs (2-CPU test VM, Python 3.11): read 1 byte through ``process_vm_readv``
 3.5 us, through the pinned fd 2.5 us; an enable-bit read-modify-write through
@@ -247,11 +248,11 @@ class Image:
             # mem_rw(): 0 bytes once the pinned mm has no users left; an
             # unmapped address fails with EIO while it lives.
             probe = self.identity.token_addr if self.identity is not None else PAGE_SIZE
-            access_begin()
+            _begin(self.tgid, probe, 1)
             try:
                 return os.pread(self.memfd, 1, probe) != b""
             finally:
-                access_end()
+                _end(self.tgid, probe)
         except OSError as e:
             if e.errno == errno.EIO:
                 return True
@@ -285,7 +286,8 @@ def _open_image(tgid: Tgid, mem: str, identify: Callable[[int], Identity | None]
     return Image(tgid, pidfd, memfd, identity)
 
 
-def _read_identity(proc_dir: str, memfd: int, layout: tuple[int, ...]) -> Identity | None:
+def _read_identity(tid: int, proc_dir: str, memfd: int,
+                   layout: tuple[int, ...]) -> Identity | None:
     """The AT_RANDOM address from ``auxv`` and the bytes at it, through ``memfd``."""
     try:
         with open(f"{proc_dir}/auxv", "rb") as f:
@@ -294,18 +296,19 @@ def _read_identity(proc_dir: str, memfd: int, layout: tuple[int, ...]) -> Identi
         return None
     for a_type, a_val in _AUXV_ENTRY.iter_unpack(auxv[:len(auxv) // 16 * 16]):
         if a_type == AT_RANDOM:
-            token = _pread(memfd, AT_RANDOM_SIZE, a_val)
+            token = _pread(tid, memfd, AT_RANDOM_SIZE, a_val)
             if len(token) == AT_RANDOM_SIZE and any(layout):
                 return Identity(layout, a_val, token)
             return None
     return None
 
 
-def _pread(fd: int, size: int, addr: int) -> bytes:
-    """Read through a pinned ``mem`` fd; short at the first fault, b"" when gone."""
+def _pread(pid: int, fd: int, size: int, addr: int) -> bytes:
+    """Read through ``pid``'s pinned ``mem`` fd; short at the first fault,
+    b"" when gone."""
     if not 0 <= addr < _LOFF_LIMIT:
         return b""
-    access_begin()
+    _begin(pid, addr, size)
     try:
         return os.pread(fd, size, addr)
     except OSError as e:
@@ -313,7 +316,27 @@ def _pread(fd: int, size: int, addr: int) -> bytes:
             return b""
         raise
     finally:
-        access_end()
+        _end(pid, addr)
+
+
+#: FUSE connections the watchdog has aborted so far (its count, last seen).
+_foreign_aborts = 0
+
+
+def _begin(pid: int, addr: int, size: int) -> None:
+    """An access to ``size`` bytes at ``addr`` in ``pid`` starts."""
+    access_begin(pid, addr, size)
+
+
+def _end(pid: int, addr: int) -> None:
+    """The access ended; if it ended because the watchdog aborted another
+    FUSE connection it waited on, say so (once per abort)."""
+    global _foreign_aborts
+    aborts: int = access_end()
+    if aborts != _foreign_aborts:
+        _foreign_aborts = aborts
+        logger.warning("pid %d's memory at %#x waited 1 s on another FUSE filesystem: "
+                       "that connection was aborted", pid, addr)
 
 
 def _shares_mm(child: int, parent: int) -> bool | None:
@@ -413,7 +436,7 @@ class ClientMemory:
             stat = read_stat(tid, self._proc)
             if stat is None:
                 raise ProcessLookupError(errno.ESRCH, f"thread {tid} is gone")
-            return _read_identity(proc_dir, memfd, stat.layout)
+            return _read_identity(tid, proc_dir, memfd, stat.layout)
 
         image = self._images[tgid] = _open_image(tgid, f"{proc_dir}/mem", identify)
         return image
@@ -460,7 +483,7 @@ class ClientMemory:
             return "exec'd"
         if stat.layout != identity.layout:
             return "another memory layout"
-        if _pread(memfd, AT_RANDOM_SIZE, identity.token_addr) != identity.token:
+        if _pread(tgid, memfd, AT_RANDOM_SIZE, identity.token_addr) != identity.token:
             return "other AT_RANDOM bytes"
         if not origin.pidfd.group_exited():
             shares = _shares_mm(tgid, origin.tgid)
@@ -520,7 +543,7 @@ class ClientMemory:
             return b""
         out = b""
         while len(out) < size:  # mem_rw stops early only at a fault
-            got = _pread(image.memfd, size - len(out), addr + len(out))
+            got = _pread(tgid, image.memfd, size - len(out), addr + len(out))
             if not got:
                 break
             out += got
@@ -548,7 +571,7 @@ class ClientMemory:
             self._writes_refused += 1
             return 0
         self._writes += 1
-        access_begin()
+        _begin(tgid, addr, len(data))
         try:
             done = os.pwrite(image.memfd, data, addr)
         except OSError as e:
@@ -556,7 +579,7 @@ class ClientMemory:
                 raise
             done = 0
         finally:
-            access_end()
+            _end(tgid, addr)
         if done == 0:
             self._writes_refused += 1
         return done
@@ -573,7 +596,8 @@ class ClientMemory:
             self._local.iov_len = size
             self._remote1.iov_base = addr
             self._remote1.iov_len = size
-            return self._call(syscall, pid, self._local_addr, self._remote1_addr, 1)
+            return self._call(syscall, pid, self._local_addr, self._remote1_addr, 1,
+                              addr, size)
         done = 0
         while done < size:
             pages: list[_Iovec] = []
@@ -587,19 +611,22 @@ class ClientMemory:
             want = at - (addr + done)
             self._local.iov_base = local + done
             self._local.iov_len = want
-            got = self._call(syscall, pid, self._local_addr, ctypes.addressof(remote), len(pages))
+            got = self._call(syscall, pid, self._local_addr, ctypes.addressof(remote), len(pages),
+                             addr + done, want)
             done += got
             if got < want:
                 break
         return done
 
     @staticmethod
-    def _call(syscall: _VmSyscall, pid: int, local: int, remote: int, count: int) -> int:
-        access_begin()
+    def _call(syscall: _VmSyscall, pid: int, local: int, remote: int, count: int,
+              addr: int, size: int) -> int:
+        """One ``process_vm_*`` of ``size`` bytes at ``addr`` in ``pid``."""
+        _begin(pid, addr, size)
         try:
             got: int = syscall(pid, local, 1, remote, count, 0)
         finally:
-            access_end()
+            _end(pid, addr)
         if got >= 0:
             return got
         err = ctypes.get_errno()

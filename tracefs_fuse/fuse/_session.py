@@ -79,6 +79,8 @@ native = _bridge
 #: Around every access to client memory (see fuse/_native/receiver.c).
 access_begin = _bridge.access_begin
 access_end = _bridge.access_end
+#: Our mount's device (``major, minor``): never aborted by the watchdog.
+set_own_device = _bridge.set_own_device
 #: ``perfmon_capable()`` of a thread (capget: one system call).
 perfmon_capable = _bridge.perfmon_capable
 #: ``request_limits() -> (max_write, max_pages)``: a request's largest size
@@ -186,6 +188,8 @@ class BridgeStatus(msgspec.Struct, frozen=True, kw_only=True):
     #: Page-cache fills answered EIO because an access to client memory
     #: waited on them (their page) too long.
     stuck_fills_refused: int
+    #: Other FUSE connections aborted because an access waited on them.
+    foreign_aborted: int
     #: What FUSE_INIT settled: bytes and pages per request.
     max_write: int
     max_pages: int

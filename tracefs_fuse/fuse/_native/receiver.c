@@ -40,6 +40,18 @@
  * and the access fails: the engine answers EFAULT.  An access that is not
  * stuck lasts microseconds, so no fill is refused unless one is.
  *
+ * An access can also wait on another FUSE filesystem: a client that mounts
+ * one of its own (fusermount3 lets any user) and points us at a mapping of
+ * a file there whose reads are never answered.  Nothing in this process can
+ * end that wait, short of dying.  Once one access has lasted
+ * RX_FOREIGN_STUCK_NS, a short-lived thread looks the address up in the
+ * target's /proc/<pid>/maps (not in the watchdog: that read takes the
+ * target's mmap lock, which a writer may be queued on) and, if it is a
+ * file on a FUSE connection other than ours, aborts that connection through
+ * fusectl (/sys/fs/fuse/connections/<dev>/abort; root, or the mount's
+ * owner): the access fails, the engine answers EFAULT, and that filesystem
+ * is gone, as `fusermount3 -u -z` plus a dead daemon would leave it.
+ *
  * Kernel: fs/fuse/dev.c (fuse_dev_do_read: one whole request per read, or
  * ENODEV once the connection is gone), fs/fuse/file.c (fuse_send_read: page
  * cache fills carry no lock owner).
@@ -52,6 +64,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,8 +82,11 @@ struct item {
     unsigned char data[];
 };
 
-/* How often the watchdog looks while fills are queued. */
+/* How often the watchdog looks while fills are queued, and otherwise. */
 #define WATCH_PERIOD_NS (RX_ACCESS_STUCK_NS / 4)
+#define IDLE_PERIOD_NS (RX_FOREIGN_STUCK_NS / 4)
+
+#define FUSECTL "/sys/fs/fuse/connections"
 
 static struct {
     int dev_fd, event_fd;
@@ -86,14 +105,21 @@ static struct {
     pthread_t watchdog;
     int watching;          /* watchdog created, not yet joined */
     int stopping;          /* the watchdog must end */
+    int unsticking;        /* an unstick() thread runs */
     pthread_cond_t fill_queued;
     struct rx_stats stats;
 } rx = {.dev_fd = -1, .event_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
         .fill_queued = PTHREAD_COND_INITIALIZER};
 
 /* CLOCK_MONOTONIC (ns) at which the Python thread's current access to client
- * memory began; 0 outside one. */
+ * memory began; 0 outside one.  Then whose memory, and where. */
 static uint64_t access_since;
+static pid_t access_pid;
+static uint64_t access_addr, access_size;
+
+/* Our own mount's device, as /proc/<pid>/maps writes it; never aborted. */
+static unsigned own_major, own_minor;
+static int own_known;
 
 static uint64_t now_ns(void)
 {
@@ -102,9 +128,24 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void rx_access_begin(void)
+void rx_access_begin(pid_t pid, uint64_t addr, uint64_t size)
 {
+    __atomic_store_n(&access_pid, pid, __ATOMIC_RELAXED);
+    __atomic_store_n(&access_addr, addr, __ATOMIC_RELAXED);
+    __atomic_store_n(&access_size, size, __ATOMIC_RELAXED);
     __atomic_store_n(&access_since, now_ns(), __ATOMIC_RELEASE);
+}
+
+unsigned long long rx_foreign_aborts(void)
+{
+    return __atomic_load_n(&rx.stats.foreign_aborted, __ATOMIC_ACQUIRE);
+}
+
+void rx_set_own_device(unsigned major, unsigned minor)
+{
+    own_major = major;
+    own_minor = minor;
+    __atomic_store_n(&own_known, 1, __ATOMIC_RELEASE);
 }
 
 void rx_access_end(void)
@@ -224,26 +265,115 @@ static void take_fills(struct item **out)
     }
 }
 
+struct stuck {
+    pid_t pid;
+    uint64_t addr, size, since;
+};
+
+/* Aborts FUSE connection `minor` (MKDEV(0, minor): a connection's directory
+ * is named by its superblock's dev_t) through fusectl. */
+static void abort_connection(unsigned minor)
+{
+    struct stat st;
+    if (stat(FUSECTL, &st) == 0 && st.st_nlink <= 2)
+        /* An empty directory: fusectl is not mounted (systemd mounts it at
+         * boot; a container may not).  Without privilege this fails. */
+        mount("fusectl", FUSECTL, "fusectl", 0, NULL);
+    char path[64];
+    snprintf(path, sizeof(path), FUSECTL "/%u/abort", minor);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;  /* not a FUSE connection (another anonymous device) */
+    /* Counted first: the access it ends reads the count when it returns. */
+    __atomic_add_fetch(&rx.stats.foreign_aborted, 1, __ATOMIC_RELEASE);
+    if (write(fd, "1", 1) != 1)
+        __atomic_sub_fetch(&rx.stats.foreign_aborted, 1, __ATOMIC_RELEASE);
+    close(fd);
+}
+
+/* Aborts the FUSE connections (not ours) of the files mapped in the range an
+ * access has waited on too long: /proc/<pid>/maps lines are "start-end perms
+ * offset MAJ:MIN inode path", in hex; FUSE's devices are anonymous (major 0). */
+static void *unstick(void *arg)
+{
+    struct stuck job = *(struct stuck *)arg;
+    free(arg);
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)job.pid);
+    /* Until our own device is known, nothing can be told apart from it. */
+    FILE *maps = __atomic_load_n(&own_known, __ATOMIC_ACQUIRE) ? fopen(path, "re") : NULL;
+    char *line = NULL;
+    size_t cap = 0;
+    while (maps && getline(&line, &cap, maps) > 0) {
+        unsigned long long start, end;
+        unsigned major, minor;
+        if (sscanf(line, "%llx-%llx %*s %*s %x:%x", &start, &end, &major,
+                   &minor) != 4 || end <= job.addr)
+            continue;
+        if (start >= job.addr + job.size)
+            break;  /* the lines are in address order */
+        if (major == 0 && !(major == own_major && minor == own_minor) &&
+            __atomic_load_n(&access_since, __ATOMIC_ACQUIRE) == job.since)
+            abort_connection(minor);
+    }
+    free(line);
+    if (maps)
+        fclose(maps);
+    pthread_mutex_lock(&rx.lock);
+    rx.unsticking = 0;
+    pthread_mutex_unlock(&rx.lock);
+    return NULL;
+}
+
+/* Caller holds rx.lock. */
+static void start_unstick(uint64_t since)
+{
+    struct stuck *job = malloc(sizeof(*job));
+    if (!job)
+        return;
+    job->pid = __atomic_load_n(&access_pid, __ATOMIC_RELAXED);
+    job->addr = __atomic_load_n(&access_addr, __ATOMIC_RELAXED);
+    job->size = __atomic_load_n(&access_size, __ATOMIC_RELAXED);
+    job->since = since;
+    if (__atomic_load_n(&access_since, __ATOMIC_ACQUIRE) != since) {
+        free(job);  /* a new access began meanwhile: pid/addr may be its */
+        return;
+    }
+    pthread_attr_t attr;
+    pthread_t thread;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&thread, &attr, unstick, job) == 0)
+        rx.unsticking = 1;
+    else
+        free(job);
+    pthread_attr_destroy(&attr);
+}
+
 /* Answers the queued fills EIO once an access to client memory has been
- * stuck for RX_ACCESS_STUCK_NS (see the top of this file). */
+ * stuck for RX_ACCESS_STUCK_NS, and hands an access stuck for
+ * RX_FOREIGN_STUCK_NS to unstick() (see the top of this file). */
 static void *watch(void *unused)
 {
     (void)unused;
+    uint64_t handed = 0;  /* the stuck access unstick() was given */
     pthread_mutex_lock(&rx.lock);
     while (!rx.stopping) {
-        if (rx.fills == 0) {
-            pthread_cond_wait(&rx.fill_queued, &rx.lock);
-            continue;
-        }
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += WATCH_PERIOD_NS;
+        until.tv_nsec += rx.fills ? WATCH_PERIOD_NS : IDLE_PERIOD_NS;
         until.tv_sec += until.tv_nsec / 1000000000;
         until.tv_nsec %= 1000000000;
         pthread_cond_timedwait(&rx.fill_queued, &rx.lock, &until);
         uint64_t since = __atomic_load_n(&access_since, __ATOMIC_ACQUIRE);
-        if (rx.stopping || rx.fills == 0 || since == 0 ||
-            now_ns() - since < RX_ACCESS_STUCK_NS)
+        if (rx.stopping || since == 0)
+            continue;
+        uint64_t stuck = now_ns() - since;
+        if (stuck >= RX_FOREIGN_STUCK_NS && since != handed && !rx.unsticking) {
+            handed = since;
+            start_unstick(since);
+        }
+        if (rx.fills == 0 || stuck < RX_ACCESS_STUCK_NS)
             continue;
         struct item *refused = NULL;
         take_fills(&refused);
@@ -444,4 +574,6 @@ void rx_get_stats(struct rx_stats *out)
         __atomic_load_n(&rx.stats.own_fills_refused, __ATOMIC_RELAXED);
     out->stuck_fills_refused =
         __atomic_load_n(&rx.stats.stuck_fills_refused, __ATOMIC_RELAXED);
+    out->foreign_aborted =
+        __atomic_load_n(&rx.stats.foreign_aborted, __ATOMIC_RELAXED);
 }

@@ -27,17 +27,26 @@ typedef int (*rx_handler)(const unsigned char *req, size_t len, int dev_fd);
 
 struct rx_stats {
     unsigned long long received, queued, own_fills_refused,
-        stuck_fills_refused, drains_queued, native, queue_peak;
+        stuck_fills_refused, foreign_aborted, drains_queued, native,
+        queue_peak;
 };
 
 /* How long one access to client memory may wait before the queued
- * page-cache fills are refused (EIO) so that it ends: 100 ms. */
+ * page-cache fills are refused (EIO) so that it ends: 100 ms; and before
+ * another FUSE connection it waits on is aborted: 1 s. */
 #define RX_ACCESS_STUCK_NS 100000000ull
+#define RX_FOREIGN_STUCK_NS 1000000000ull
 
-/* The Python thread is about to access client memory / is done with it.
- * Any thread; lock-free. */
-void rx_access_begin(void);
+/* The Python thread is about to access client memory (`size` bytes of
+ * `pid`'s at `addr`) / is done with it.  Lock-free. */
+void rx_access_begin(pid_t pid, uint64_t addr, uint64_t size);
 void rx_access_end(void);
+
+/* FUSE connections aborted so far because an access waited on them. */
+unsigned long long rx_foreign_aborts(void);
+
+/* Our own mount's device (never aborted). */
+void rx_set_own_device(unsigned major, unsigned minor);
 
 /* Starts the thread on `dev_fd` (/dev/fuse, mounted); `event_fd` (an
  * eventfd) is readable while items are queued.  `bufsize` bytes hold the
