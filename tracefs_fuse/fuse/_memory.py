@@ -39,7 +39,7 @@ Rules:
     report progress per iovec), ``/proc/<pid>/mem`` page by page by itself.
   * Every image also holds a pidfd: it names the ``struct pid`` and polls
     readable once the whole thread group has exited (the exit source).
-  * Every access is bracketed by :func:`_begin`/:func:`_end`, so that the
+  * Every access is bracketed by ``access_begin``/:func:`_end`, so that the
     receiver's watchdog (``_native/receiver.c``) can end one that waits: on
     a page of our own files that another process is filling (a read only
     this thread could answer; the fills queued are refused after 100 ms),
@@ -248,7 +248,7 @@ class Image:
             # mem_rw(): 0 bytes once the pinned mm has no users left; an
             # unmapped address fails with EIO while it lives.
             probe = self.identity.token_addr if self.identity is not None else PAGE_SIZE
-            _begin(self.tgid, probe, 1)
+            access_begin(self.tgid, probe, 1)
             try:
                 return os.pread(self.memfd, 1, probe) != b""
             finally:
@@ -308,7 +308,7 @@ def _pread(pid: int, fd: int, size: int, addr: int) -> bytes:
     b"" when gone."""
     if not 0 <= addr < _LOFF_LIMIT:
         return b""
-    _begin(pid, addr, size)
+    access_begin(pid, addr, size)
     try:
         return os.pread(fd, size, addr)
     except OSError as e:
@@ -321,11 +321,6 @@ def _pread(pid: int, fd: int, size: int, addr: int) -> bytes:
 
 #: FUSE connections the watchdog has aborted so far (its count, last seen).
 _foreign_aborts = 0
-
-
-def _begin(pid: int, addr: int, size: int) -> None:
-    """An access to ``size`` bytes at ``addr`` in ``pid`` starts."""
-    access_begin(pid, addr, size)
 
 
 def _end(pid: int, addr: int) -> None:
@@ -571,7 +566,7 @@ class ClientMemory:
             self._writes_refused += 1
             return 0
         self._writes += 1
-        _begin(tgid, addr, len(data))
+        access_begin(tgid, addr, len(data))
         try:
             done = os.pwrite(image.memfd, data, addr)
         except OSError as e:
@@ -622,7 +617,7 @@ class ClientMemory:
     def _call(syscall: _VmSyscall, pid: int, local: int, remote: int, count: int,
               addr: int, size: int) -> int:
         """One ``process_vm_*`` of ``size`` bytes at ``addr`` in ``pid``."""
-        _begin(pid, addr, size)
+        access_begin(pid, addr, size)
         try:
             got: int = syscall(pid, local, 1, remote, count, 0)
         finally:
