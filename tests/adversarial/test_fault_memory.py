@@ -351,3 +351,21 @@ def test_fault_enable_word_on_a_file_of_a_filesystem_that_never_answers(
     _aborted(stalling_file, mount)
     assert holder.finish() == ["unreg rc=-1 errno=EFAULT"]
     still_serving(mount)
+
+
+def _thread_ticks(pid: int, comm: str) -> int:
+    """utime + stime (clock ticks) of ``pid``'s thread named ``comm``."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        if (task / "comm").read_text().strip() == comm:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            return int(fields[11]) + int(fields[12])
+    raise AssertionError(f"no thread {comm} in {pid}")
+
+
+def test_the_watchdog_sleeps(mount: Mount) -> None:
+    """The watchdog wakes 4 times a second, not in a loop: over half a second
+    of an idle mount it uses (almost) no CPU. (Its deadlines once went by the
+    wrong clock, and it spun.)"""
+    before = _thread_ticks(mount.proc.pid, "tracefs-watch")
+    time.sleep(0.5)  # a window to measure, not an event to await
+    assert _thread_ticks(mount.proc.pid, "tracefs-watch") - before <= 2

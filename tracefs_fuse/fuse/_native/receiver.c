@@ -106,10 +106,9 @@ static struct {
     int watching;          /* watchdog created, not yet joined */
     int stopping;          /* the watchdog must end */
     int unsticking;        /* an unstick() thread runs */
-    pthread_cond_t fill_queued;
+    pthread_cond_t fill_queued;  /* initialised by rx_start (monotonic) */
     struct rx_stats stats;
-} rx = {.dev_fd = -1, .event_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER,
-        .fill_queued = PTHREAD_COND_INITIALIZER};
+} rx = {.dev_fd = -1, .event_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* CLOCK_MONOTONIC (ns) at which the Python thread's current access to client
  * memory began; 0 outside one.  Then whose memory, and where. */
@@ -472,11 +471,19 @@ int rx_start(int dev_fd, int event_fd, size_t bufsize, rx_handler handler)
     rx.fills = 0;
     rx.stopping = 0;
     memset(&rx.stats, 0, sizeof(rx.stats));
+    /* The watchdog's deadlines are CLOCK_MONOTONIC, like access_since (a
+     * condition variable's clock is CLOCK_REALTIME unless told). */
+    pthread_condattr_t cattr;
+    pthread_condattr_init(&cattr);
+    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+    pthread_cond_init(&rx.fill_queued, &cattr);
+    pthread_condattr_destroy(&cattr);
     int rc = pthread_create(&rx.watchdog, NULL, watch, NULL);
     if (rc) {
         rx.dev_fd = rx.event_fd = -1;  /* still the caller's */
         return -rc;
     }
+    pthread_setname_np(rx.watchdog, RX_WATCHDOG_NAME);
     rx.watching = 1;
     rx.running = 1;
     rc = pthread_create(&rx.thread, NULL, receive, NULL);

@@ -9,8 +9,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* The receiver thread's comm. */
+/* The receiver thread's comm, and its watchdog's. */
 #define RX_THREAD_NAME "tracefs-rx"
+#define RX_WATCHDOG_NAME "tracefs-watch"
 
 /* What rx_take() hands libfuse's session loop. */
 enum rx_item_kind {
