@@ -273,9 +273,10 @@ struct stuck {
  * is named by its superblock's dev_t) through fusectl. */
 static void abort_connection(unsigned minor)
 {
-    struct stat st;
-    if (stat(FUSECTL, &st) == 0 && st.st_nlink <= 2)
-        /* An empty directory: fusectl is not mounted (systemd mounts it at
+    struct stat st, parent;
+    if (stat(FUSECTL, &st) == 0 && stat(FUSECTL "/..", &parent) == 0 &&
+        st.st_dev == parent.st_dev)
+        /* Not a mount point: fusectl is not mounted (systemd mounts it at
          * boot; a container may not).  Without privilege this fails. */
         mount("fusectl", FUSECTL, "fusectl", 0, NULL);
     char path[64];
@@ -311,7 +312,8 @@ static void *unstick(void *arg)
             continue;
         if (start >= job.addr + job.size)
             break;  /* the lines are in address order */
-        if (major == 0 && !(major == own_major && minor == own_minor) &&
+        /* 00:00 is no device (anonymous memory); anonymous devices start at 1. */
+        if (major == 0 && minor != 0 && !(major == own_major && minor == own_minor) &&
             __atomic_load_n(&access_since, __ATOMIC_ACQUIRE) == job.since)
             abort_connection(minor);
     }
