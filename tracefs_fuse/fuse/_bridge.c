@@ -1188,8 +1188,7 @@ static PyObject *bridge_access_end(PyObject *mod, PyObject *noargs)
 {
     (void)mod;
     (void)noargs;
-    rx_access_end();
-    return PyLong_FromUnsignedLongLong(rx_foreign_aborts());
+    return PyBool_FromLong(rx_access_end());
 }
 
 static PyObject *bridge_set_own_device(PyObject *mod, PyObject *args)
@@ -1374,8 +1373,8 @@ static PyMethodDef bridge_methods[] = {
      "access_begin(pid, addr, size): the calling thread starts an access to "
      "size bytes of pid's memory at addr"},
     {"access_end", bridge_access_end, METH_NOARGS,
-     "access_end() -> int: ... and is done with it; FUSE connections aborted "
-     "so far because an access waited on them"},
+     "access_end() -> bool: ... and is done with it; whether the watchdog "
+     "aborted a FUSE connection to end its wait"},
     {"set_own_device", bridge_set_own_device, METH_VARARGS,
      "set_own_device(major, minor): our mount's device, never aborted"},
     {"perfmon_capable", bridge_perfmon_capable, METH_O,

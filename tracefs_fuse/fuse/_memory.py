@@ -319,17 +319,10 @@ def _pread(pid: int, fd: int, size: int, addr: int) -> bytes:
         _end(pid, addr)
 
 
-#: FUSE connections the watchdog has aborted so far (its count, last seen).
-_foreign_aborts = 0
-
-
 def _end(pid: int, addr: int) -> None:
     """The access ended; if it ended because the watchdog aborted another
-    FUSE connection it waited on, say so (once per abort)."""
-    global _foreign_aborts
-    aborts: int = access_end()
-    if aborts != _foreign_aborts:
-        _foreign_aborts = aborts
+    FUSE connection it waited on, say so."""
+    if access_end():
         logger.warning("pid %d's memory at %#x waited 1 s on another FUSE filesystem: "
                        "that connection was aborted", pid, addr)
 

@@ -115,6 +115,8 @@ static struct {
 static uint64_t access_since;
 static pid_t access_pid;
 static uint64_t access_addr, access_size;
+/* access_since of the last access whose wait a connection abort ended. */
+static uint64_t aborted_since;
 
 /* Our own mount's device, as /proc/<pid>/maps writes it; never aborted. */
 static unsigned own_major, own_minor;
@@ -135,11 +137,6 @@ void rx_access_begin(pid_t pid, uint64_t addr, uint64_t size)
     __atomic_store_n(&access_since, now_ns(), __ATOMIC_RELEASE);
 }
 
-unsigned long long rx_foreign_aborts(void)
-{
-    return __atomic_load_n(&rx.stats.foreign_aborted, __ATOMIC_ACQUIRE);
-}
-
 void rx_set_own_device(unsigned major, unsigned minor)
 {
     own_major = major;
@@ -147,9 +144,10 @@ void rx_set_own_device(unsigned major, unsigned minor)
     __atomic_store_n(&own_known, 1, __ATOMIC_RELEASE);
 }
 
-void rx_access_end(void)
+int rx_access_end(void)
 {
-    __atomic_store_n(&access_since, 0, __ATOMIC_RELEASE);
+    uint64_t since = __atomic_exchange_n(&access_since, 0, __ATOMIC_ACQ_REL);
+    return since != 0 && since == __atomic_load_n(&aborted_since, __ATOMIC_ACQUIRE);
 }
 
 /* Caller holds rx.lock. */
@@ -271,7 +269,7 @@ struct stuck {
 
 /* Aborts FUSE connection `minor` (MKDEV(0, minor): a connection's directory
  * is named by its superblock's dev_t) through fusectl. */
-static void abort_connection(unsigned minor)
+static void abort_connection(unsigned minor, uint64_t since)
 {
     struct stat st, parent;
     if (stat(FUSECTL, &st) == 0 && stat(FUSECTL "/..", &parent) == 0 &&
@@ -284,10 +282,12 @@ static void abort_connection(unsigned minor)
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return;  /* not a FUSE connection (another anonymous device) */
-    /* Counted first: the access it ends reads the count when it returns. */
-    __atomic_add_fetch(&rx.stats.foreign_aborted, 1, __ATOMIC_RELEASE);
-    if (write(fd, "1", 1) != 1)
-        __atomic_sub_fetch(&rx.stats.foreign_aborted, 1, __ATOMIC_RELEASE);
+    /* Marked first: the access it ends looks when it returns. */
+    __atomic_store_n(&aborted_since, since, __ATOMIC_RELEASE);
+    if (write(fd, "1", 1) == 1)
+        __atomic_add_fetch(&rx.stats.foreign_aborted, 1, __ATOMIC_RELAXED);
+    else
+        __atomic_store_n(&aborted_since, 0, __ATOMIC_RELEASE);
     close(fd);
 }
 
@@ -315,7 +315,7 @@ static void *unstick(void *arg)
         /* 00:00 is no device (anonymous memory); anonymous devices start at 1. */
         if (major == 0 && minor != 0 && !(major == own_major && minor == own_minor) &&
             __atomic_load_n(&access_since, __ATOMIC_ACQUIRE) == job.since)
-            abort_connection(minor);
+            abort_connection(minor, job.since);
     }
     free(line);
     if (maps)

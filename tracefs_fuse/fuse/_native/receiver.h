@@ -41,10 +41,8 @@ struct rx_stats {
 /* The Python thread is about to access client memory (`size` bytes of
  * `pid`'s at `addr`) / is done with it.  Lock-free. */
 void rx_access_begin(pid_t pid, uint64_t addr, uint64_t size);
-void rx_access_end(void);
-
-/* FUSE connections aborted so far because an access waited on them. */
-unsigned long long rx_foreign_aborts(void);
+/* ... and whether aborting a connection is what ended that access's wait. */
+int rx_access_end(void);
 
 /* Our own mount's device (never aborted). */
 void rx_set_own_device(unsigned major, unsigned minor);
