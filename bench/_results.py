@@ -108,6 +108,11 @@ class Recorder:
                 for (group, row, column), (unit, runs) in self._cells.items()]
 
 
+def count(n: int, one: str, many: str) -> str:
+    """A column heading: ``1 writer``, ``4 writers``."""
+    return f"{n} {one if n == 1 else many}"
+
+
 def format_value(value: float, unit: str) -> str:
     """Three significant digits; k/M for rates and counts, thousands separators otherwise."""
     if value != value:  # NaN: a denominator was 0

@@ -26,7 +26,7 @@ import msgspec
 
 from tracefs_fuse.decode import Event, RecordDecoder, encode_lines, parse_format
 
-from ._results import Recorder
+from ._results import Recorder, count
 from ._servers import (LIBFUSE_FLOOR, OURS, PYFUSE3_FLOOR, Binaries, Server, clear_trace,
                        mounted, run_client, write_file)
 
@@ -76,10 +76,6 @@ class ServerCost(msgspec.Struct, frozen=True, kw_only=True):
 def _rotated(items: Sequence[str], rep: int) -> list[str]:
     shift = rep % len(items)
     return [*items[shift:], *items[:shift]]
-
-
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
 
 
 class Suite:
@@ -153,7 +149,7 @@ class Suite:
             with self._placed(cpus):
                 for rep in range(self.repeats):
                     for writers in WRITERS:
-                        column = _count(writers, "writer", "writers")
+                        column = count(writers, "writer", "writers")
                         for target in _rotated(WRITE_TARGETS, rep):
                             rate, cost = self.write_run(target, writers, self.seconds,
                                                         cpus=cpus)
@@ -166,7 +162,7 @@ class Suite:
                                 self.rec.add(costs, f"{target}: preemptions", column,
                                              "per write", cost.preempted)
             for writers in WRITERS:
-                column = _count(writers, "writer", "writers")
+                column = count(writers, "writer", "writers")
                 for numerator, denominator in ((OURS, KERNEL_WRITE), (OURS, LIBFUSE_FLOOR),
                                                (OURS, PYFUSE3_FLOOR),
                                                (LIBFUSE_FLOOR, KERNEL_WRITE)):
@@ -202,7 +198,7 @@ class Suite:
             with self._placed(cpus):
                 for _ in range(self.repeats):
                     for n in ENABLE_PROCESSES:
-                        column = _count(n, "process", "processes")
+                        column = count(n, "process", "processes")
                         out = run_client(self.binaries, "enable", self.ours.mountpoint, n,
                                          ENABLE_ROUNDS, self.servers[LIBFUSE_FLOOR].data_file,
                                          cpus=cpus)
@@ -213,7 +209,7 @@ class Suite:
                         self.rec.add(group, reference, column, "µs",
                                      statistics.median(map(int, out["ref_ns"])) / 1e3)
             for n in ENABLE_PROCESSES:
-                column = _count(n, "process", "processes")
+                column = count(n, "process", "processes")
                 self.rec.add_ratio(group, "enable write ÷ reference write", column,
                                    (latency, column), (reference, column))
 
@@ -239,9 +235,9 @@ class Suite:
         group = "Issue 12 goals"
         pinned, unpinned = "everything pinned to CPU 0", "unpinned"
         if not self.rec.has(f"1. Enabled-event write throughput, {pinned}", OURS,
-                            _count(1, "writer", "writers")):
+                            count(1, "writer", "writers")):
             return  # --only without benchmark 1
-        one, four = _count(1, "writer", "writers"), _count(4, "writer", "writers")
+        one, four = count(1, "writer", "writers"), count(4, "writer", "writers")
         rec = self.rec
 
         def ratio(row: str, top: list[float], bottom: list[float]) -> None:

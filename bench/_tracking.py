@@ -18,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ._results import Recorder
+from ._results import Recorder, count
 from ._servers import OURS, Binaries, mounted, run_client
 
 FORK_SOURCES = ("connector", "procfs")
@@ -38,7 +38,7 @@ def fork_propagation(binaries: Binaries, workdir: Path, rec: Recorder, repeats: 
         with mounted(name, workdir / f"forks-{source}", binaries) as server:
             for _ in range(repeats):
                 for n in FORK_CHILDREN:
-                    column = f"{n} {'child' if n == 1 else 'children'}"
+                    column = count(n, "child", "children")
                     out = run_client(binaries, "forks", server.mountpoint, n, FORK_ROUNDS)
                     rec.add(group, f"write(enable) latency, median, {source}", column, "µs",
                             statistics.median(map(int, out["enable_ns"])) / 1e3)
