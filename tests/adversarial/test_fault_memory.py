@@ -206,11 +206,14 @@ def _until(what: str, done: Callable[[], bool]) -> None:
         time.sleep(0.001)
 
 
+def _stat_fields(task: Path) -> list[str]:
+    """A task's ``stat`` from field 3 (state) on; the comm may hold ``)``."""
+    return (task / "stat").read_text().rsplit(")", 1)[1].split()
+
+
 def _stopped(pid: int) -> bool:
     """Every thread of ``pid`` is in group stop (state T)."""
-    tasks = Path(f"/proc/{pid}/task")
-    return all((task / "stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
-               for task in tasks.iterdir())
+    return all(_stat_fields(task)[0] == "T" for task in Path(f"/proc/{pid}/task").iterdir())
 
 
 def _stop_and_send(mount: Mount, clients: list[Interactive]) -> None:
@@ -357,8 +360,8 @@ def _thread_ticks(pid: int, comm: str) -> int:
     """utime + stime (clock ticks) of ``pid``'s thread named ``comm``."""
     for task in Path(f"/proc/{pid}/task").iterdir():
         if (task / "comm").read_text().strip() == comm:
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-            return int(fields[11]) + int(fields[12])
+            fields = _stat_fields(task)
+            return int(fields[14 - 3]) + int(fields[15 - 3])  # utime, stime
     raise AssertionError(f"no thread {comm} in {pid}")
 
 
