@@ -205,19 +205,32 @@ def _closed_ancestor(path: Path) -> Path | None:
     return None
 
 
+def _opened(path: Path) -> list[Path]:
+    """``path``, or its entries if others may not enter it (a checkout in ``mktemp -d``):
+    those are then reached through a tmpfs over ``path`` like any closed directory's."""
+    if path.is_dir() and not os.stat(path).st_mode & stat.S_IXOTH:
+        return sorted(path.iterdir())
+    return [path]
+
+
 def _reach_lines(paths: Iterable[str]) -> list[str]:
     """Shell lines (with ``$stash``, an enterable tmpfs) that cover each closed directory on
     the way to ``paths`` with a tmpfs holding bind mounts of just those paths."""
     needed = sorted({Path(os.path.realpath(p)) for p in paths})
     needed = [p for p in needed if not any(q in p.parents for q in needed)]
+    needed = [entry for p in needed for entry in _opened(p)]
     closed = {p: _closed_ancestor(p) for p in needed}
     moves = [p for p in needed if closed[p] is not None]
+    # A bind mount's mount point is a directory for a directory, a file for a file.
+    make = {p: "mkdir -p" if p.is_dir() else "touch" for p in moves}
     lines = []
     for i, path in enumerate(moves):
-        lines += [f'mkdir "$stash/{i}"', f'mount --bind {shlex.quote(str(path))} "$stash/{i}"']
+        lines += [f'{make[path]} "$stash/{i}"',
+                  f'mount --bind {shlex.quote(str(path))} "$stash/{i}"']
     for directory in sorted({c for c in closed.values() if c is not None}):
         lines.append(f"mount -t tmpfs -o mode=0755 tfuse-user {shlex.quote(str(directory))}")
     for i, path in enumerate(moves):
         quoted = shlex.quote(str(path))
-        lines += [f"mkdir -p {quoted}", f'mount --move "$stash/{i}" {quoted}']
+        lines += [f"mkdir -p {shlex.quote(str(path.parent))}", f"{make[path]} {quoted}",
+                  f'mount --move "$stash/{i}" {quoted}']
     return lines
