@@ -57,13 +57,18 @@ BATCH_S = 0.01
 
 
 class Served(Protocol):
-    """What a recording needs of a daemon: its engine and a data-arrived hook."""
+    """What a recording needs of a daemon: its engine, a data-arrived hook,
+    and the records its fast path staged, taken in on demand."""
 
     @property
     def tracefs(self) -> Tracefs:
         ...
 
-    data_listeners: list[Callable[[], None]]
+    def add_data_listener(self, listener: Callable[[], None]) -> None:
+        ...
+
+    def take_in_staged(self) -> None:
+        ...
 
 
 class RecordSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,10 +103,14 @@ class Recording:
         tracefs: the engine being served.
         out: where JSON Lines go (kept open; flushed after every batch).
         path: the file's name, for the summary.
+        take_in_staged: brings records the daemon's fast path staged into the
+            engine's buffers (a served daemon's; nothing for a bare engine).
     """
 
-    def __init__(self, tracefs: Tracefs, out: BinaryIO, path: str) -> None:
+    def __init__(self, tracefs: Tracefs, out: BinaryIO, path: str,
+                 take_in_staged: Callable[[], None] = lambda: None) -> None:
         self.tracefs = tracefs
+        self._take_in_staged = take_in_staged
         self.out = out
         self.path = path
         self._formats: dict[int, tuple[object, EventFormat | None]] = {}
@@ -138,7 +147,10 @@ class Recording:
         self._pending += self.drain()
 
     def _take(self) -> list[Record]:
-        """Everything not written yet: what deletions drained, then the buffers."""
+        """Everything not written yet: what deletions drained, then the buffers
+        (with what the fast path staged: the last writes of a program that just
+        ended may be nowhere else yet)."""
+        self._take_in_staged()
         records = self.drain()
         if self._pending:
             records, self._pending = self._pending + records, []
@@ -212,8 +224,8 @@ async def start_recording(nursery: trio.Nursery, served: Served,
     if out is None:
         return None
     recording: Recording = await nursery.start(
-        Recording(served.tracefs, out[0], out[1]).run)
-    served.data_listeners.append(recording.data_arrived)
+        Recording(served.tracefs, out[0], out[1], served.take_in_staged).run)
+    served.add_data_listener(recording.data_arrived)
     return recording
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,22 @@ def test_wait_for_follows_a_running_command(user_events: UserEvents, tmp_path: P
         finished = running.wait(30)
     assert finished.returncode == 0
     assert [e.fields["buf"] for e in finished.events] == ["ready\n", "done\n"]
+
+
+def test_wait_for_sees_the_fast_paths_writes_of_a_waiting_command(
+        user_events: UserEvents, tmp_path: Path, c_client: Callable[[str], Path]) -> None:
+    """Writes the native fast path staged reach a recording while their writer
+    waits and makes no further request (they once stayed staged until the next
+    request, and a program's last ones could miss the recording altogether)."""
+    go = tmp_path / "go"
+    os.mkfifo(go)
+    command = [str(c_client("emit_and_wait")), "/sys/kernel/tracing", "5", str(go)]
+    with user_events.start(command) as running:
+        running.wait_for("held", n=5, timeout=10)
+        with open(go, "w") as fifo:
+            fifo.write("go\n")
+        finished = running.wait(30)
+    assert [e.fields["n"] for e in finished.events.named("held")] == [1, 2, 3, 4, 5]
 
 
 def test_wait_for_times_out_showing_what_arrived(user_events: UserEvents) -> None:

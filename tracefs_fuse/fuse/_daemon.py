@@ -94,7 +94,7 @@ class Daemon:
         self.pages = PagePusher()
         #: Called after a request (or process event) that put records in a
         #: buffer: in-process readers such as a recording (tracefs_fuse.record).
-        self.data_listeners: list[Callable[[], None]] = []
+        self._data_listeners: list[Callable[[], None]] = []
         self.native = NativeWrites(self.engine, enabled=config.fast_path,
                                    debug=config.log_level == "debug")
 
@@ -159,7 +159,7 @@ class Daemon:
             assert self.handler is not None
             self.handler.data_arrived()
             self.ops.notify_pollers()
-            for listener in self.data_listeners:
+            for listener in self._data_listeners:
                 listener()
         stores = []
         for update in self.engine.take_page_updates():
@@ -177,6 +177,16 @@ class Daemon:
     def tracefs(self) -> Tracefs:
         """The engine being served (for in-process users such as ``tracefs_fuse.synth``)."""
         return self.engine
+
+    def add_data_listener(self, listener: Callable[[], None]) -> None:
+        """An in-process reader: ``listener`` runs whenever records arrive,
+        and records the fast path stages reach the engine as they come."""
+        self._data_listeners.append(listener)
+        self.native.follow()
+
+    def take_in_staged(self) -> None:
+        """Records the fast path staged are in the engine's buffers on return."""
+        self.native.drain()
 
     def engine_changed(self) -> None:
         """Call after changing the engine outside a FUSE request (e.g. tracing

@@ -122,6 +122,8 @@ class NativeWrites:
         self._released: list[int] = []
         #: Events the table holds, by id (ids are reused after a deletion).
         self._events: dict[int, UserEvent] = {}
+        #: An in-process reader follows the buffers (a recording).
+        self._followed = False
         native.fast_configure(nr_cpus=engine.nr_cpus,
                               staging_bytes=STAGING_BYTES if enabled else 0,
                               debug=debug, max_pages_limit=max_pages_limit())
@@ -133,6 +135,13 @@ class NativeWrites:
 
     def stop(self) -> None:
         native.set_drain(None)
+
+    def follow(self) -> None:
+        """An in-process reader follows the buffers from now on: take records
+        in as they come, as for a reader blocked on a FUSE read."""
+        self._followed = True
+        if self.enabled:
+            native.fast_wake(True)
 
     # -- the table -------------------------------------------------------------------
 
@@ -159,7 +168,7 @@ class NativeWrites:
         """
         if not self.enabled:
             return
-        native.fast_wake(wake)
+        native.fast_wake(wake or self._followed)
         for index, array in self.table.changed_arrays():
             self._publish_array(index, array)
         for event in self.table.take_changed_events():
