@@ -46,7 +46,7 @@ from ._task import Task
 from ._uapi import Abi
 from ._user_command import split_command
 from ._user_events import UserEventRegistry, UserEventsFile
-from ._user_events_data import copy_struct_from_user, strndup_user
+from ._uaccess import copy_struct_from_user, strndup_user
 
 
 class RegLayout(msgspec.Struct, frozen=True, kw_only=True):

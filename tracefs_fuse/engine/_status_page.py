@@ -65,8 +65,7 @@ from ._errors import TracefsError
 from ._task import Task
 from ._tree import TRACE_MODE_WRITE, File, FileKind, OpenFile, TextFile, Vma, text_file
 from ._uapi import PAGE_SIZE, Abi
-from ._user_events import UserEvent, UserEventRegistry
-from ._user_events_files import render_status
+from ._user_events import UserEvent, UserEventRegistry, render_status
 
 #: The mapping's size: ``MAX_PAGES`` (1 << ``MAX_PAGE_ORDER`` 0) pages.
 STATUS_PAGE_SIZE = PAGE_SIZE

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import errno
 from collections import deque
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 from . import _uapi as uapi
 from ._errors import TracefsError
@@ -45,9 +45,6 @@ from ._task import Task
 from ._uapi import Abi
 from ._user_command import (UserCommand, fields_match, min_size, parse_fields,
                             print_fmt, show_fields, split_command, split_match_args)
-
-if TYPE_CHECKING:
-    from ._status_page import StatusPage
 
 #: Default of the ``kernel.user_events_max`` sysctl.
 DEFAULT_USER_EVENTS_MAX = 32768
@@ -243,11 +240,24 @@ class UserEventsFile:
             event.put()
 
 
+class StatusSlots(Protocol):
+    """Where the registry reports each event's enable state for the status-page eras.
+
+    The registry is told nothing about the page's layout; the page (``_status_page``)
+    implements this, so the registry stays at the bottom of the user_events modules.
+    """
+
+    def has_room(self, abi: Abi) -> bool: ...
+    def claim(self, event: UserEvent, abi: Abi) -> None: ...
+    def release(self, event: UserEvent) -> None: ...
+    def update(self, event: UserEvent) -> None: ...
+
+
 class UserEventRegistry:
     """All user events of one tracefs and everything that refers to them."""
 
     def __init__(self, events: EventTable, memory: ProcessMemory, *,
-                 status_page: StatusPage | None = None,
+                 status_page: StatusSlots | None = None,
                  max_events: int = DEFAULT_USER_EVENTS_MAX, era: Abi | None = Abi.MAINLINE,
                  on_created: Callable[[UserEvent], None] = lambda event: None,
                  on_destroyed: Callable[[UserEvent], None] = lambda event: None) -> None:
@@ -561,3 +571,11 @@ class UserEventRegistry:
         return TRACE_ENTRY.pack(event.id, 0, 0, task.pid)
 
 
+def render_status(registry: UserEventRegistry) -> str:
+    """``user_seq_show`` (6.4+): one line per event, then ``Active:``/``Busy:``."""
+    lines = []
+    busy = 0
+    for event in registry:
+        lines.append(event.status_line() + "\n")
+        busy += bool(event.status)
+    return "".join(lines) + f"\nActive: {len(lines)}\nBusy: {busy}\n"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ._task import Task
 from ._tree import TRACE_MODE_WRITE, File, FileKind, OpenFile
-from ._user_events import UserEventRegistry, UserEventsFile
+from ._user_events import UserEventsFile
 from ._user_events_data import UserEventsData
 
 
@@ -45,13 +45,3 @@ class UserEventsDataFile(OpenFile):
 def user_events_data_node(data: UserEventsData) -> File:
     return File("user_events_data", TRACE_MODE_WRITE,
                 lambda flags, task: UserEventsDataFile(data), FileKind.STREAM)
-
-
-def render_status(registry: UserEventRegistry) -> str:
-    """``user_seq_show`` (6.4+): one line per event, then ``Active:``/``Busy:``."""
-    lines = []
-    busy = 0
-    for event in registry:
-        lines.append(event.status_line() + "\n")
-        busy += bool(event.status)
-    return "".join(lines) + f"\nActive: {len(lines)}\nBusy: {busy}\n"
