@@ -7,8 +7,10 @@ import argparse
 import msgspec
 import pytest
 
-from tracefs_fuse import __version__, cli, config
-from tracefs_fuse.config import MountConfig
+from tracefs_fuse import __version__
+from tracefs_fuse.cli import _main as cli
+from tracefs_fuse.daemon import _config as config
+from tracefs_fuse.daemon._config import MountConfig
 
 
 def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

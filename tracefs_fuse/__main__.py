@@ -1,5 +1,5 @@
 """``python -m tracefs_fuse``: the same as the ``tracefs-fuse`` command."""
 
-from tracefs_fuse.cli import main
+from .cli._main import main
 
 raise SystemExit(main())

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tracefs_fuse.daemon._daemon import possible_cpus
 from tracefs_fuse.engine._buffer_files import parse_cpumask
 from tracefs_fuse.engine._errors import TracefsError
-from tracefs_fuse.fuse._daemon import possible_cpus
 
 pytestmark = pytest.mark.uses_fuse
 

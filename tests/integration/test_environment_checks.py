@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tracefs_fuse.fuse import _mountinfo
+from tracefs_fuse.host import _mountinfo
 
-from .conftest import Mount, start_mount
 from ..ordinary_user import User
+from .conftest import Mount, start_mount
 
 pytestmark = pytest.mark.uses_fuse
 

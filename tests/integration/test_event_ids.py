@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tracefs_fuse.fuse._host_events import highest_event_id
+from tracefs_fuse.host._host_events import highest_event_id
 
 from .conftest import Mount
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tracefs_fuse.pytest_plugin import UserEvents
+from tracefs_fuse.testing.pytest_plugin import UserEvents
 
 pytestmark = pytest.mark.uses_fuse
 

@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pytest
 
-from tracefs_fuse.fuse import _mountinfo
+from tracefs_fuse.host import _mountinfo
 
 from ..ordinary_user import User, wait_for_no_processes
 

@@ -12,7 +12,7 @@ import trio
 
 import tracefs_fuse
 from tracefs_fuse import synth as S
-from tracefs_fuse.config import MountConfig
+from tracefs_fuse.daemon._config import MountConfig
 
 from .conftest import Mount
 

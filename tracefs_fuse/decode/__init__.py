@@ -7,6 +7,9 @@ included (:mod:`tracefs_fuse.eventheader`), and reads and writes them as JSON
 Lines. It works on any tracefs, ours or a real kernel's.
 
 It is pure: bytes and text in, records out, no I/O.
+
+Owns: record decoding, JSON Lines.
+May import: ``eventheader``.
 """
 
 from ._decoder import RecordDecoder as RecordDecoder

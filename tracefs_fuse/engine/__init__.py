@@ -7,6 +7,9 @@ and records, and reports every refusal as a :class:`TracefsError` carrying the
 errno the kernel would return.
 
 The public surface is re-exported here; the modules themselves are private.
+
+Owns: the kernel's rules (one concept a file, named as the kernel names it).
+May import: nothing of ours.
 """
 
 from ._auto_enable import EnablePattern as EnablePattern

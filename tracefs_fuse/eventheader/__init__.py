@@ -10,6 +10,9 @@ blocks (its metadata, an activity id), then fields its metadata describes.
 This package decodes them, written from the spec's text
 (``libeventheader-tracepoint/include/eventheader/eventheader.h``). It is pure:
 bytes in, values out, no I/O.
+
+Owns: the EventHeader format.
+May import: nothing of ours.
 """
 
 from ._event import EventHeaderDecoder as EventHeaderDecoder

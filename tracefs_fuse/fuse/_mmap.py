@@ -59,9 +59,8 @@ from ..engine._errors import TracefsError
 from ..engine._memory import Tgid
 from ..engine._tracefs import Tracefs
 from ..engine._tree import Vma
-from . import _mountinfo
+from ..process._proc_events import ExitWatcher
 from ._inodes import InodeTable, Path
-from ._proc_events import ExitWatcher
 
 log = logging.getLogger(__name__)
 
@@ -93,18 +92,6 @@ PROCMAP_QUERY = (3 << 30) | (PROCMAP_QUERY_STRUCT.size << 16) | (ord("f") << 8) 
 PROCMAP_QUERY_VMA_WRITABLE = 0x02
 PROCMAP_QUERY_VMA_EXECUTABLE = 0x04
 PROCMAP_QUERY_VMA_SHARED = 0x08
-
-
-def mount_device(mountpoint: str) -> str:
-    """Our mount's device as ``/proc/<pid>/maps`` writes it (``%02x:%02x``).
-
-    Read from mountinfo: a ``stat()`` of our own mountpoint would wait for
-    the very daemon that calls it.
-    """
-    for mount in reversed(_mountinfo.mounted_at(mountpoint)):
-        if mount.fstype.startswith("fuse"):
-            return "%02x:%02x" % mount.device
-    raise RuntimeError(f"{mountpoint} is not a FUSE mount")
 
 
 def parse_maps(text: bytes, device: str) -> dict[int, tuple[int, Vma]]:

@@ -45,7 +45,7 @@ _PYFUSE3_IMPORTED_FIRST = "pyfuse3" in sys.modules
 _dlopen_flags = sys.getdlopenflags()
 sys.setdlopenflags(os.RTLD_NOW | os.RTLD_GLOBAL)
 try:
-    from tracefs_fuse.fuse import _bridge
+    from . import _bridge
 finally:
     sys.setdlopenflags(_dlopen_flags)
 

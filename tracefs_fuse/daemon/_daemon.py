@@ -1,0 +1,255 @@
+"""The daemon: one engine, served at one mountpoint, following client processes.
+
+Rules:
+  * Everything runs in one trio thread: pyfuse3's dispatch, the bridge's
+    handlers, process events. Engine calls are synchronous and never awaited,
+    so every request sees (and leaves) a consistent engine.
+  * A process is followed (its image pinned, ``_tracking``) from the first
+    ioctl its thread sends to ``user_events_data``; nothing is ever written
+    into a process outside its own request but through its pinned image.
+  * Forks, execs and exits are followed by :class:`~._tracking.ProcessTracker`
+    (the process connector where it can be joined, ``/proc`` elsewhere), which
+    catches up before every request that user_events state depends on.
+  * After every request that may have changed what clients see, :meth:`Daemon.publish`
+    wakes blocked readers and pollers and pushes changed pages into mappings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Callable, Iterator
+
+import msgspec
+import trio
+
+from ..engine._events import first_dynamic_id
+from ..engine._memory import Tgid
+from ..engine._task import Task
+from ..engine._tracefs import Tracefs
+from ..fuse._fast_path import NativeWrites, host_clocks
+from ..fuse._mmap import MappingTracker
+from ..fuse._operations import TracefsOperations
+from ..fuse._pagepush import PagePusher
+from ..fuse._requests import RequestHandler
+from ..fuse._session import (
+    access_begin,
+    access_end,
+    perfmon_capable,
+    serve,
+    set_own_device,
+    terminate,
+)
+from ..host._host_events import host_highest_event_id
+from ..host._mountinfo import mount_device
+from ..process._memory import ClientMemory, watch_accesses
+from ..process._tasks import TaskFacts, TaskTable
+from ..process._tracking import ProcessTracker
+from ._config import MountConfig
+from ._mount_options import fuse_options
+
+log = logging.getLogger(__name__)
+
+# Client memory accesses are bracketed for the receiver's watchdog (process/_memory.py).
+watch_accesses(access_begin, access_end)
+
+#: Writer tasks kept for reuse (a Task per thread while its CPU and comm hold).
+_WRITER_CACHE = 4096
+
+
+def possible_cpus() -> int:
+    """CPUs the kernel could bring online (``/sys/devices/system/cpu/possible``)."""
+    try:
+        with open("/sys/devices/system/cpu/possible") as f:
+            text = f.read().strip()
+        return max(int(part.split("-")[-1]) for part in text.split(",")) + 1
+    except (OSError, ValueError):
+        return os.cpu_count() or 1
+
+
+def marker_ip() -> int:
+    """The host's address of ``tracing_mark_write`` (0 if kallsyms hides it)."""
+    try:
+        with open("/proc/kallsyms", "rb") as f:
+            for line in f:
+                if line.endswith(b" tracing_mark_write\n"):
+                    return int(line.split(b" ", 1)[0], 16)
+    except OSError:
+        pass
+    return 0
+
+
+class Daemon:
+    """One mount's engine, adapter and process tracking."""
+
+    def __init__(self, config: MountConfig) -> None:
+        self.config = config
+        self.memory = ClientMemory()
+        self.tasks = TaskTable()
+        self.engine = Tracefs(
+            nr_cpus=config.nr_cpus or possible_cpus(), memory=self.memory,
+            clocks=host_clocks(), abi=config.abi, user_events_max=config.user_events_max,
+            buffer_size_kb=config.buffer_size_kb, marker_ip=marker_ip(),
+            auto_enable=config.events, first_event_id=first_dynamic_id(host_highest_event_id()))
+        self.tracker = ProcessTracker(self.engine.registry, self.memory,
+                                      source=config.process_source, changed=self.publish)
+        self.ops = TracefsOperations(self.engine.root, self.control_task, uid=config.uid,
+                                     gid=config.gid, root_mode=config.mode,
+                                     before_release=self.tracker.catch_up)
+        self.handler: RequestHandler | None = None
+        self.mappings = MappingTracker(self.engine, self.ops.inodes, "", self._tgid)
+        self._generation = self.engine.generation
+        self._writers: dict[int, tuple[TaskFacts, Task]] = {}
+        self.pages = PagePusher()
+        #: Called after a request (or process event) that put records in a
+        #: buffer: in-process readers such as a recording (tracefs_fuse.record).
+        self._data_listeners: list[Callable[[], None]] = []
+        self.native = NativeWrites(self.engine, enabled=config.fast_path,
+                                   debug=config.log_level == "debug")
+
+    # -- who is calling ---------------------------------------------------------------
+
+    def _tgid(self, tid: int) -> Tgid:
+        return self.tasks.tgid(tid) or Tgid(tid)
+
+    @contextlib.contextmanager
+    def caller(self, tid: int) -> Iterator[Task]:
+        """Around a user_events_data ioctl: its caller is followed, and its memory
+        is reached through the request (``_memory``)."""
+        task = self._capable_task(tid)
+        self.tracker.enter(task.tgid, tid)
+        try:
+            yield task
+        finally:
+            self.tracker.leave(task.tgid)
+
+    def read_caller_memory(self, tid: int, tgid: Tgid, addr: int, size: int) -> bytes:
+        """Memory of the process whose thread ``tid`` waits for our reply."""
+        with self.memory.serving(tgid, tid):
+            return self.memory.read(tgid, addr, size)
+
+    def control_task(self, tid: int) -> Task:
+        """An open or a control-file write: where it ran, and its capabilities.
+
+        Forks are followed first: what such a request changes is written into
+        every process holding enablers, forked children included.
+        """
+        self.tracker.catch_up()
+        return self._capable_task(tid)
+
+    def _capable_task(self, tid: int) -> Task:
+        return msgspec.structs.replace(self.writer_task(tid), perfmon=perfmon_capable(tid))
+
+    def writer_task(self, tid: int) -> Task:
+        """An event write's caller: the hot path, one pread of /proc/<tid>/stat."""
+        facts = self.tasks.facts(tid)
+        known = self._writers.get(tid)
+        if known is not None and known[0] == facts:
+            return known[1]  # same thread, same CPU: the same Task
+        # The engine's text is latin-1 (bytes round-trip); comm came as fsdecode'd.
+        comm = facts.comm.encode("utf-8", "surrogateescape").decode("latin-1")
+        task = Task(pid=tid, tgid=facts.tgid, cpu=facts.cpu % self.engine.nr_cpus, comm=comm)
+        if len(self._writers) >= _WRITER_CACHE:
+            self._writers.clear()
+        self._writers[tid] = (facts, task)
+        return task
+
+    # -- after every request ---------------------------------------------------------------
+
+    def publish(self) -> trio.Event | None:
+        """Wake readers if data arrived; queue page stores for mappings.
+
+        Returns:
+            The event a reply must wait for (its pages stored), or None.
+        """
+        generation = self.engine.generation
+        if generation != self._generation:
+            self._generation = generation
+            assert self.handler is not None
+            self.handler.data_arrived()
+            self.ops.notify_pollers()
+            for listener in self._data_listeners:
+                listener()
+        stores = []
+        for update in self.engine.take_page_updates():
+            inode = self.ops.inodes.known(update.path)
+            if inode is not None:  # never looked up: nobody can have it mapped
+                stores.append((inode, update.offset, update.data))
+        return self.pages.push(stores) if stores else None
+
+    # -- serving ---------------------------------------------------------------------------------
+
+    def mount_options(self) -> list[str]:
+        return fuse_options(self.config)
+
+    @property
+    def tracefs(self) -> Tracefs:
+        """The engine being served (for in-process users such as ``tracefs_fuse.synth``)."""
+        return self.engine
+
+    def add_data_listener(self, listener: Callable[[], None]) -> None:
+        """An in-process reader: ``listener`` runs whenever records arrive,
+        and records the fast path stages reach the engine as they come."""
+        self._data_listeners.append(listener)
+        self.native.follow()
+
+    def take_in_staged(self) -> None:
+        """Records the fast path staged are in the engine's buffers on return."""
+        self.native.drain()
+
+    def engine_changed(self) -> None:
+        """Call after changing the engine outside a FUSE request (e.g. tracing
+        from code): wakes blocked readers and pushes pages into mappings."""
+        self.publish()
+
+    async def run(self, stop_on_signals: bool = True, *,
+                  task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED) -> None:
+        """Mount, serve until unmounted (or, if asked, SIGTERM/SIGINT), unmount.
+
+        ``task_status.started`` receives this daemon once the mount serves.
+        """
+        try:
+            async with trio.open_nursery() as nursery:
+                self.handler = RequestHandler(
+                    self.ops, nursery, self.mappings, writer_task=self.writer_task,
+                    control_task=self.control_task, caller=self.caller,
+                    changed=self.publish, native=self.native,
+                    read_memory=self.read_caller_memory)
+                self.native.start(self.publish)
+                log.info("%s", self.tracker.describe())
+                nursery.start_soon(self.pages.run)
+                nursery.start_soon(self.tracker.follow_connector)
+                nursery.start_soon(self.tracker.follow_exits)
+                nursery.start_soon(self.tracker.watch_images)
+                nursery.start_soon(self.tracker.release_detached)
+                nursery.start_soon(self.mappings.follow_exits, self.publish)
+                if stop_on_signals:
+                    nursery.start_soon(self._stop_on_signal)
+                status = await nursery.start(self._serve, nursery)
+                self.mappings.device = mount_device(self.config.mountpoint)
+                set_own_device(*(int(part, 16) for part in self.mappings.device.split(":")))
+                log.info("serving %s", self.config.mountpoint)
+                log.debug("bridge: %s", status)
+                task_status.started(self)
+        finally:
+            self.native.stop()
+            self.tracker.close()
+            self.memory.close()
+            self.mappings.close()
+
+    async def _serve(self, nursery: trio.Nursery,
+                     task_status: trio.TaskStatus[object] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until unmounted, then stop following processes."""
+        assert self.handler is not None
+        await serve(self.ops, self.handler, self.config.mountpoint, self.mount_options(),
+                    task_status=task_status)
+        nursery.cancel_scope.cancel()
+
+    async def _stop_on_signal(self) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("signal %d: unmounting", signum)
+                terminate()
+                return

@@ -1,0 +1,158 @@
+"""``tracefs-fuse run -- CMD``: the daemon and one command, in a private namespace.
+
+Rules:
+  * The command is our child, in our process group, with default signal
+    dispositions. Ctrl-C reaches it from the terminal; we ignore SIGINT
+    ourselves and wait for it to decide. SIGTERM and SIGHUP sent to us are
+    passed on to it.
+  * However the command ends, we unmount and exit with its status (128+N if a
+    signal N killed it). If the daemon fails while the command runs, the
+    command is killed (its tracefs is gone) and we exit 1 with the reason.
+  * The command gets ``PR_SET_PDEATHSIG`` = SIGKILL: if we are killed, it does
+    not run on against a dead mount.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import signal
+import subprocess
+import sys
+from typing import BinaryIO
+
+import trio
+
+from ..fuse._session import terminate
+from ..host import _environment, _namespace
+from ..lib import libc
+from ..record._recording import finish_recording, start_recording
+from ._config import MountConfig
+from ._daemon import Daemon
+
+log = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1
+
+
+def _child_setup() -> None:
+    # Ignored signals stay ignored across exec: give the command the default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def exit_status(returncode: int) -> int:
+    """A shell's ``$?`` for a child's return code (negative: killed by a signal)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_in_namespace(config: MountConfig, argv: list[str],
+                     record: tuple[BinaryIO, str] | None = None) -> int:
+    """Enter the namespaces, serve, run ``argv``; its exit status, or 1.
+
+    Environment problems (no ``/dev/fuse``, namespaces refused, …) are said in
+    one line on stderr before anything is mounted. ``record``: a file (opened
+    before the namespaces are entered) and the patterns of what to record.
+    """
+    try:
+        _environment.check_fuse_device()
+        _namespace.enter()
+        mountpoint = _namespace.prepare_tracing_dir()
+    except _environment.EnvironmentProblem as exc:
+        print(f"tracefs-fuse run: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"tracefs-fuse run: cannot set up a private mount namespace: {exc}",
+              file=sys.stderr)
+        return 1
+    config = _replace_mountpoint(config, mountpoint)
+    try:
+        return trio.run(_run, config, argv, record)
+    except Exception as exc:
+        log.debug("run failed", exc_info=True)
+        print(f"tracefs-fuse run: {_environment.one_line(exc)}", file=sys.stderr)
+        return 1
+
+
+def _replace_mountpoint(config: MountConfig, mountpoint: str) -> MountConfig:
+    import msgspec
+
+    return msgspec.structs.replace(config, mountpoint=mountpoint)
+
+
+async def _run(config: MountConfig, argv: list[str], record: tuple[BinaryIO, str] | None) -> int:
+    daemon = Daemon(config)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(daemon.run, False)
+        recording = await start_recording(nursery, daemon, record)
+        _namespace.bind_debug_tracing(config.mountpoint)
+        _namespace.writable_ftrace_enabled()
+        with _Forwarder() as forwarder:
+            try:
+                # close_fds=False: descriptors we inherited pass on to the command
+                # (our own are close-on-exec, Python's default). Forked here, in
+                # the main thread: PR_SET_PDEATHSIG fires when the *thread* that
+                # forked the child ends, and trio.lowlevel.open_process forks in
+                # a worker thread that trio retires after 10 s idle, which
+                # killed every command running longer than that.
+                process = subprocess.Popen(argv, preexec_fn=_child_setup, close_fds=False)
+            except OSError as exc:
+                print(f"tracefs-fuse run: {argv[0]}: {exc.strerror}", file=sys.stderr)
+                await finish_recording(recording)
+                terminate()
+                return 127 if exc.errno == errno.ENOENT else 126
+            forwarder.started(process.pid)
+            status = exit_status(await _wait(process))
+        await finish_recording(recording)
+        terminate()  # unmount; the daemon's tasks then end by themselves
+    return status
+
+
+async def _wait(process: subprocess.Popen[bytes]) -> int:
+    """The command's return code, awaited on a pidfd (no thread, no SIGCHLD)."""
+    pidfd = os.pidfd_open(process.pid)
+    try:
+        await trio.lowlevel.wait_readable(pidfd)
+    finally:
+        os.close(pidfd)
+    return process.wait()
+
+
+class _Forwarder:
+    """Signal dispositions of the runner while the command runs.
+
+    SIGINT is ignored (the terminal delivers Ctrl-C to the command as well;
+    the command decides). SIGTERM and SIGHUP are passed on, also when they
+    arrive while the command is being started. Plain handlers, not trio's
+    receiver: a signal that lands as the command exits must not be redelivered
+    to us afterwards.
+    """
+
+    FORWARDED = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self._pid: int | None = None
+        self._pending: list[int] = []
+        self._saved: dict[int, object] = {}
+
+    def __enter__(self) -> _Forwarder:
+        self._saved[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for signum in self.FORWARDED:
+            self._saved[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self._pid is None:
+            self._pending.append(signum)
+        else:
+            os.kill(self._pid, signum)
+
+    def started(self, pid: int) -> None:
+        self._pid = pid
+        for signum in self._pending:
+            os.kill(pid, signum)
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self._saved.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]

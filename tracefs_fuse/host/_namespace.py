@@ -1,0 +1,211 @@
+"""A private mount namespace in which our tracefs is *the* tracefs.
+
+``tracefs-fuse run`` enters one, mounts the daemon at ``/sys/kernel/tracing``
+and ``/sys/kernel/debug/tracing``, and runs the command there. Nothing is
+visible outside: when the last process of the namespace exits, its mounts go
+with it, so even a crashed daemon leaves no stale mount behind.
+
+Rules:
+  * With CAP_SYS_ADMIN (root), only the mount namespace is new. Without it (an
+    ordinary user, or root in a container without CAP_SYS_ADMIN), a user
+    namespace comes first, in which we, and the command, are uid 0 with every
+    capability: the kernel lets root of a user namespace mount FUSE (see
+    :mod:`._environment` for exactly what it allows). Only our own uid and gid
+    are mapped (``0 <uid> 1``); ``setgroups`` is denied, as an unprivileged
+    map requires.
+  * Tools find tracefs through ``/proc/mounts`` by the type ``tracefs``, which a
+    FUSE mount never has (it is ``fuse.tracefs``). Where we may, a real (empty,
+    private) tracefs is mounted at ``/sys/kernel/tracing`` first and ours on top
+    of it: the first ``tracefs`` line names the right directory, and path
+    lookups reach the top mount, ours. Where we may not (no tracefs in the
+    kernel; a user namespace, where tracefs cannot be mounted), this is said
+    once, and tools must be told the path; see docs/emulation.md.
+  * ``/sys/kernel/tracing`` must exist to be mounted on. Where it does not
+    (sysfs without tracefs), a tmpfs is mounted over ``/sys/kernel`` holding
+    just ``tracing`` and ``debug/tracing``; the rest of ``/sys/kernel`` is then
+    hidden inside the namespace. Likewise a debugfs we may not enter (a user
+    namespace) is covered by a tmpfs holding ``tracing``.
+  * Control files outside tracefs that trace-cmd must write and this machine
+    refuses (``/proc/sys/kernel/ftrace_enabled``) get a writable stand-in,
+    bind-mounted inside the namespace only.
+
+Kernel: man 2 unshare, man 2 mount, man 7 mount_namespaces, man 7 user_namespaces.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import logging
+import os
+import tempfile
+
+from ..lib import check, libc
+from . import _environment, _mountinfo
+
+log = logging.getLogger(__name__)
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+MNT_DETACH = 2
+
+TRACING = "/sys/kernel/tracing"
+DEBUG = "/sys/kernel/debug"
+DEBUG_TRACING = "/sys/kernel/debug/tracing"
+FTRACE_ENABLED = "/proc/sys/kernel/ftrace_enabled"
+
+
+
+def enter() -> bool:
+    """Enter a new mount namespace whose mounts never propagate back, inside a
+    new user namespace if we may not mount where we are.
+
+    Returns:
+        Whether a user namespace was made.
+
+    Raises:
+        EnvironmentProblem: the kernel or a policy refused; one line.
+    """
+    if _environment.has_cap_sys_admin():
+        try:
+            check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+        except OSError as exc:
+            raise _environment.EnvironmentProblem(
+                f"cannot create a mount namespace: {exc.strerror}") from None
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+        return False
+    uid, gid = os.geteuid(), os.getegid()
+    try:
+        check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(CLONE_NEWUSER)")
+    except OSError as exc:
+        raise _environment.userns_refused(exc) from None
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"),
+                           ("gid_map", f"0 {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+    except OSError as exc:
+        if uid == 0 and exc.errno == errno.EPERM:
+            # Mapping uid 0 needs CAP_SETFCAP (kernel/user_namespace.c verify_root_map).
+            raise _environment.EnvironmentProblem(
+                "root without CAP_SYS_ADMIN needs CAP_SETFCAP to map itself into a user "
+                "namespace: give it CAP_SYS_ADMIN (--cap-add SYS_ADMIN) or keep "
+                "CAP_SETFCAP") from None
+        raise _environment.userns_powerless(exc, f"map uid {uid} to 0") from None
+    try:
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+    except OSError as exc:
+        raise _environment.userns_powerless(exc, "make its mounts private") from None
+    return True
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int = 0,
+          data: str | None = None) -> None:
+    enc = lambda s: None if s is None else os.fsencode(s)  # noqa: E731
+    check(libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+           f"mount {fstype or 'bind'} on {target}")
+
+
+def mounted_types(path: str) -> list[str]:
+    """Filesystem types mounted exactly at ``path``, bottom first."""
+    return [m.fstype for m in _mountinfo.mounted_at(path)]
+
+
+def detach_other_tracefs() -> None:
+    """Detach every tracefs mounted elsewhere: inside, ours is the only one.
+
+    Tools take the first ``tracefs`` line of ``/proc/mounts``; a tracefs the
+    host mounted at another place would otherwise come first. Only this
+    namespace's copy of those mounts goes. In a user namespace the host's
+    mounts are locked (EINVAL): they stay, which is said.
+    """
+    points = [m.mount_point for m in _mountinfo.read() if m.fstype == "tracefs"]
+    for point in reversed(points):  # submounts before their parents
+        if point in (TRACING, DEBUG_TRACING):
+            continue
+        if libc.umount2(os.fsencode(point), MNT_DETACH) != 0:
+            err = ctypes.get_errno()
+            if err != errno.EINVAL:
+                raise OSError(err, f"umount {point}: {os.strerror(err)}")
+            log.info("the host's tracefs at %s cannot be detached here (a user namespace "
+                     "locks it): tools that take the first tracefs in /proc/mounts may "
+                     "pick it", point)
+
+
+def prepare_tracing_dir() -> str:
+    """Make ``/sys/kernel/tracing`` a place to mount on, real tracefs beneath.
+
+    Returns:
+        The mountpoint for the daemon.
+    """
+    detach_other_tracefs()
+    if not os.path.isdir(TRACING):
+        mount("tracefs-fuse", "/sys/kernel", "tmpfs", 0, "mode=0755")
+        for path in (TRACING, DEBUG, DEBUG_TRACING):
+            os.mkdir(path, 0o700)
+        return TRACING
+    if "tracefs" not in mounted_types(TRACING):
+        try:
+            mount("nodev", TRACING, "tracefs")
+        except OSError as exc:
+            why = ("tracefs cannot be mounted in a user namespace" if exc.errno == errno.EPERM
+                   else f"mount tracefs: {exc.strerror}")
+            log.warning("no real tracefs beneath ours (%s): libtracefs and trace-cmd, which "
+                        "look for type 'tracefs' in /proc/mounts, must be given the path "
+                        "(docs/emulation.md)", why)
+    return TRACING
+
+
+def bind_debug_tracing(mountpoint: str) -> None:
+    """Show the mount at ``/sys/kernel/debug/tracing`` too (pre-4.1 tools use it)."""
+    if not os.path.isdir(DEBUG):
+        log.info("no %s: %s not provided", DEBUG, DEBUG_TRACING)
+        return
+    if "debugfs" not in mounted_types(DEBUG):
+        try:
+            mount("debugfs", DEBUG, "debugfs")
+        except OSError:
+            mount("tracefs-fuse", DEBUG, "tmpfs", 0, "mode=0700")
+    if not os.path.isdir(DEBUG_TRACING):
+        try:
+            os.mkdir(DEBUG_TRACING, 0o700)
+        except PermissionError:
+            # The host's debugfs, which root of a user namespace may not enter.
+            mount("tracefs-fuse", DEBUG, "tmpfs", 0, "mode=0700")
+            os.mkdir(DEBUG_TRACING, 0o700)
+    mount(mountpoint, DEBUG_TRACING, None, MS_BIND)
+
+
+def writable_ftrace_enabled() -> str | None:
+    """Give ``ftrace_enabled`` a writable stand-in if this machine refuses writes.
+
+    trace-cmd writes ``1`` to it before recording and stops if that fails;
+    the value means nothing to our tracefs (there is no function tracer).
+
+    Returns:
+        The stand-in file's former name, or None if none was needed.
+    """
+    if not os.path.exists(FTRACE_ENABLED):
+        return None
+    try:
+        with open(FTRACE_ENABLED, "r+") as f:
+            value = f.read()
+            f.seek(0)
+            f.write(value)
+        return None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EACCES, errno.EROFS):
+            raise
+    with open(FTRACE_ENABLED) as f:
+        value = f.read()
+    fd, standin = tempfile.mkstemp(prefix="tracefs-fuse-ftrace_enabled-")
+    with os.fdopen(fd, "w") as f:
+        f.write(value)
+    try:
+        mount(standin, FTRACE_ENABLED, None, MS_BIND)
+    finally:
+        os.unlink(standin)  # the bind mount keeps the file; nothing is left behind
+    return standin

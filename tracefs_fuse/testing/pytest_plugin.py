@@ -1,0 +1,84 @@
+"""The pytest plugin: a ``user_events`` fixture for testing instrumented programs.
+
+Installed with the package and registered through the ``pytest11`` entry
+point, so a test only names the fixture::
+
+    def test_hello_greets_the_world(user_events):
+        run = user_events.run(["./hello", "world"])
+        run.events.assert_event("hello", who="world", times=1)
+
+Each :meth:`UserEvents.run` or :meth:`UserEvents.start` gets a tracefs of its
+own at ``/sys/kernel/tracing``, seen by the program alone (``tracefs-fuse
+run``), with user events enabled as the program registers them. Commands a
+test started and left running are stopped when it ends. See
+:mod:`tracefs_fuse.testing` for the objects it returns, and
+docs/testing-your-events.md for a walk-through.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import pytest
+
+from ._run import DEFAULT_EVENTS, Command, Run, Running, start
+
+
+class UserEvents:
+    """What the ``user_events`` fixture gives a test.
+
+    Attributes:
+        events: what :meth:`run` and :meth:`start` enable unless told
+            otherwise (``set_event`` words with globs).
+        options: more ``tracefs-fuse run`` options for every command.
+    """
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.events: Sequence[str] = DEFAULT_EVENTS
+        self.options: Sequence[str] = ()
+        self._running: list[Running] = []
+        self._numbers = itertools.count(1)
+
+    def start(self, command: Command, *, events: Sequence[str] | None = None,
+              options: Sequence[str] = (), env: dict[str, str] | None = None,
+              cwd: str | os.PathLike[str] | None = None) -> Running:
+        """Start ``command`` (argv or a module-level callable) in the
+        background; wait on it with ``wait_for``, end it with ``stop``."""
+        running = start(command, events=self.events if events is None else events,
+                        options=[*self.options, *options], env=env, cwd=cwd,
+                        workdir=self.workdir / f"run-{next(self._numbers)}")
+        self._running.append(running)
+        return running
+
+    def run(self, command: Command, *, events: Sequence[str] | None = None,
+            options: Sequence[str] = (), env: dict[str, str] | None = None,
+            cwd: str | os.PathLike[str] | None = None, timeout: float = 60.0,
+            check: bool = True) -> Run:
+        """Run ``command`` to its end and return its :class:`~tracefs_fuse.testing.Run`
+        (``.events``, ``.returncode``, ``.stdout``, ``.stderr``, a callable's
+        ``.result``); with ``check``, a non-zero exit fails the test."""
+        __tracebackhide__ = True
+        running = self.start(command, events=events, options=options, env=env, cwd=cwd)
+        try:
+            return running.wait(timeout, check=check)
+        finally:
+            if running.process.poll() is None:
+                running.stop()
+
+    def close(self) -> None:
+        for running in self._running:
+            running.stop()
+
+
+@pytest.fixture
+def user_events(tmp_path: Path) -> Iterator[UserEvents]:
+    """Run programs under a private, recording tracefs; see :class:`UserEvents`."""
+    session = UserEvents(tmp_path / "user_events")
+    try:
+        yield session
+    finally:
+        session.close()
