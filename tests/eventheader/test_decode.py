@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
+import math
 import struct
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracefs_fuse.eventheader import (EventHeaderDecoder, EventHeaderError, TracepointName,
-                                      parse_tracepoint_name)
+from tracefs_fuse.eventheader import (Encoding, EventHeaderDecoder, EventHeaderError, Format,
+                                      TracepointName, parse_tracepoint_name)
+from tracefs_fuse.eventheader._spec import USABLE_FORMATS
 
 from .build import (EXT_ACTIVITY_ID, EXT_METADATA, FLAGS_LE64, FLAGS_LE64_NO_EXT, event,
                     extension, field, header, metadata)
 
 # event_field_encoding
 STRUCT, V8, V16, V32, V64, V128 = 1, 2, 3, 4, 5, 6
-Z8, Z16, Z32, S8, S16, S32 = 7, 8, 9, 10, 11, 12
+Z8, Z16, Z32, S8, S16, S32, B8 = 7, 8, 9, 10, 11, 12, 13
 CARRAY, VARRAY = 0x20, 0x40
 # event_field_format
 UNSIGNED, SIGNED, HEX, ERRNO, PID, TIME, BOOL, FLOAT, HEXBYTES = 1, 2, 3, 4, 5, 6, 7, 8, 9
-STRING8, UTF, UTF_BOM, XML, JSON, UUID, PORT, IPV4, IPV6 = 10, 11, 12, 13, 14, 15, 16, 17, 18
+STRING8, UTF, UTF_BOM, XML, JSON, UUID, PORT, IP, IP_OBSOLETE = 10, 11, 12, 13, 14, 15, 16, 17, 18
 
 TRACEPOINT = TracepointName(provider="Prov", level=4, keyword=1)
 ACTIVITY = bytes(range(16))
@@ -64,7 +67,9 @@ SCALARS = [
     ("value32 time", field("f", V32, TIME), struct.pack("<i", 1700000000), 1700000000),
     ("value32 boolean", field("f", V32, BOOL), b"\x01\x00\x00\x00", True),
     ("value32 float", field("f", V32, FLOAT), struct.pack("<f", 1.5), 1.5),
-    ("value32 ipv4", field("f", V32, IPV4), b"\x7f\x00\x00\x01", "127.0.0.1"),
+    ("value32 ip_address", field("f", V32, IP), b"\x7f\x00\x00\x01", "127.0.0.1"),
+    ("value32 ip_address_obsolete (was ipv6)", field("f", V32, IP_OBSOLETE), b"\x0a\0\0\x01",
+     "10.0.0.1"),
     ("value32 string_utf: a code point", field("f", V32, UTF), struct.pack("<I", 0x1F600),
      "\U0001F600"),
     ("value32 code point too large", field("f", V32, UTF), struct.pack("<I", 0x110000),
@@ -79,7 +84,15 @@ SCALARS = [
      "000102030405060708090a0b0c0d0e0f"),
     ("value128 uuid", field("f", V128, UUID), bytes(range(16)),
      "00010203-0405-0607-0809-0a0b0c0d0e0f"),
-    ("value128 ipv6", field("f", V128, IPV6), bytes(15) + b"\x01", "::1"),
+    ("value128 ip_address_obsolete (was ipv6)", field("f", V128, IP_OBSOLETE),
+     bytes(15) + b"\x01", "::1"),
+    ("value128 ip_address", field("f", V128, IP), bytes(10) + b"\xff\xff\x7f\0\0\x01",
+     "::ffff:127.0.0.1"),  # inet_ntop's notation, as their decoders write it
+    ("value128 ip: IPv4-compatible", field("f", V128, IP), bytes(12) + b"\x01\x02\x03\x04",
+     "::1.2.3.4"),
+    ("value128 ip: zero run in the middle", field("f", V128, IP),
+     b"\x20\x01\x0d\xb8" + bytes(10) + b"\x00\x07", "2001:db8::7"),
+    ("value128 ip: all zero", field("f", V128, IP), bytes(16), "::"),
     ("value128 unusable format", field("f", V128, SIGNED), b"\x01" * 16, "01" * 16),
     ("zstring8 default is UTF-8", field("f", Z8), "héllo".encode() + b"\0", "héllo"),
     ("zstring8 empty", field("f", Z8), b"\0", ""),
@@ -108,6 +121,120 @@ SCALARS = [
     ("counted string16 counts units", field("f", S16), b"\x02\x00" + "hé".encode("utf-16-le"),
      "hé"),
     ("counted string32", field("f", S32), b"\x01\x00" + "Z".encode("utf-32-le"), "Z"),
+    # v1.4: binary_length16_char8 is string_length16_char8 with hex_bytes by default.
+    ("binary default is hex", field("f", B8), b"\x03\x00\x00\xffa", "00ff61"),
+    ("binary empty", field("f", B8), b"\x00\x00", ""),
+    ("binary as text", field("f", B8, UTF), b"\x02\x00hi", "hi"),
+    ("binary string8", field("f", B8, STRING8), b"\x01\x00\xe9", "é"),
+    ("binary utf_bom", field("f", B8, UTF_BOM), b"\x05\x00\xef\xbb\xbfok", "ok"),
+    ("binary unknown format: hex", field("f", B8, 99), b"\x01\x00\x07", "07"),
+    # v1.4: counted char8 values with a fixed-size format: a value of the
+    # format's size is shown in it, an empty one is null, others as default.
+    ("counted string8 unsigned 4 bytes", field("f", S8, UNSIGNED), b"\x04\x00\x05\0\0\0", 5),
+    ("counted string8 unsigned empty is null", field("f", S8, UNSIGNED), b"\x00\x00", None),
+    ("counted string8 unsigned 3 bytes: text", field("f", S8, UNSIGNED), b"\x03\x00abc", "abc"),
+    ("binary unsigned 3 bytes: hex", field("f", B8, UNSIGNED), b"\x03\x00abc", "616263"),
+    ("binary unsigned 1 byte", field("f", B8, UNSIGNED), b"\x01\x00\xff", 255),
+    ("binary unsigned 2 bytes", field("f", B8, UNSIGNED), b"\x02\x00\x34\x12", 0x1234),
+    ("binary unsigned 8 bytes", field("f", B8, UNSIGNED), b"\x08\x00" + b"\xff" * 8, 2**64 - 1),
+    ("binary signed 1 byte", field("f", B8, SIGNED), b"\x01\x00\xff", -1),
+    ("binary signed 2 bytes", field("f", B8, SIGNED), b"\x02\x00\xfe\xff", -2),
+    ("binary signed 4 bytes", field("f", B8, SIGNED), b"\x04\x00" + struct.pack("<i", -5), -5),
+    ("binary signed 8 bytes", field("f", B8, SIGNED), b"\x08\x00" + struct.pack("<q", -6), -6),
+    ("binary signed empty", field("f", B8, SIGNED), b"\x00\x00", None),
+    ("binary hex_int", field("f", B8, HEX), b"\x02\x00\xff\x00", 255),
+    ("binary hex_int empty", field("f", B8, HEX), b"\x00\x00", None),
+    ("binary errno", field("f", B8, ERRNO), b"\x04\x00" + struct.pack("<i", -22), -22),
+    ("binary errno 2 bytes: hex", field("f", B8, ERRNO), b"\x02\x00\x01\x02", "0102"),
+    ("binary pid", field("f", B8, PID), b"\x04\x00" + struct.pack("<i", 42), 42),
+    ("binary time 4 bytes", field("f", B8, TIME), b"\x04\x00" + struct.pack("<i", 17), 17),
+    ("binary time 8 bytes", field("f", B8, TIME), b"\x08\x00" + struct.pack("<q", -1), -1),
+    ("binary boolean 1 byte", field("f", B8, BOOL), b"\x01\x00\x01", True),
+    ("binary boolean 2 bytes", field("f", B8, BOOL), b"\x02\x00\x00\x00", False),
+    ("binary boolean 4 bytes other", field("f", B8, BOOL), b"\x04\x00\xff\xff\xff\xff", -1),
+    ("binary boolean empty", field("f", B8, BOOL), b"\x00\x00", None),
+    ("binary boolean 8 bytes: hex", field("f", B8, BOOL), b"\x08\x00" + bytes(8), "00" * 8),
+    ("binary float 4 bytes", field("f", B8, FLOAT), b"\x04\x00" + struct.pack("<f", 0.5), 0.5),
+    ("binary float 8 bytes", field("f", B8, FLOAT), b"\x08\x00" + struct.pack("<d", -2.0),
+     -2.0),
+    ("binary float empty", field("f", B8, FLOAT), b"\x00\x00", None),
+    ("binary uuid", field("f", B8, UUID), b"\x10\x00" + bytes(range(16)),
+     "00010203-0405-0607-0809-0a0b0c0d0e0f"),
+    ("binary uuid empty", field("f", B8, UUID), b"\x00\x00", None),
+    ("binary port", field("f", B8, PORT), b"\x02\x00\x1f\x90", 8080),
+    ("binary port empty", field("f", B8, PORT), b"\x00\x00", None),
+    ("binary ip_address 4 bytes", field("f", B8, IP), b"\x04\x00\xc0\xa8\x00\x01",
+     "192.168.0.1"),
+    ("binary ip_address 16 bytes", field("f", B8, IP), b"\x10\x00" + bytes(15) + b"\x01", "::1"),
+    ("binary ip_address_obsolete", field("f", B8, IP_OBSOLETE), b"\x04\x00\x01\x02\x03\x04",
+     "1.2.3.4"),
+    ("binary ip_address empty", field("f", B8, IP), b"\x00\x00", None),
+    ("binary ip_address 5 bytes: hex", field("f", B8, IP), b"\x05\x00" + bytes(5), "00" * 5),
+    ("counted string8 signed 2 bytes", field("f", S8, SIGNED), b"\x02\x00\xff\xff", -1),
+    ("counted string8 float empty is null", field("f", S8, FLOAT), b"\x00\x00", None),
+    ("counted string8 text formats keep the empty string", field("f", S8, UTF), b"\x00\x00", ""),
+    ("counted string8 hex_bytes", field("f", S8, HEXBYTES), b"\x01\x00\x09", "09"),
+    ("counted string8 json", field("f", S8, JSON), b"\x02\x00{}", "{}"),
+    ("counted string8 xml", field("f", S8, XML), b"\x04\x00<a/>", "<a/>"),
+    ("counted string8 uuid of 3 bytes: text", field("f", S8, UUID), b"\x03\x00abc", "abc"),
+    # Every format the spec lists for an encoding, the rest of them.
+    ("value8 unsigned", field("f", V8, UNSIGNED), b"\x80", 128),
+    ("value16 unsigned", field("f", V16, UNSIGNED), b"\xff\xff", 65535),
+    ("value16 hex", field("f", V16, HEX), b"\xff\x7f", 0x7FFF),
+    ("value16 hex_bytes", field("f", V16, HEXBYTES), b"\x01\x02", "0102"),
+    ("value32 unsigned", field("f", V32, UNSIGNED), b"\xff\xff\xff\xff", 2**32 - 1),
+    ("value32 hex", field("f", V32, HEX), b"\x01\x00\x00\x80", 0x80000001),
+    ("value32 hex_bytes", field("f", V32, HEXBYTES), b"\x01\x02\x03\x04", "01020304"),
+    ("value64 unsigned", field("f", V64, UNSIGNED), struct.pack("<Q", 2**63), 2**63),
+    ("value64 hex", field("f", V64, HEX), struct.pack("<Q", 0xABC), 0xABC),
+    ("value128 hex_bytes", field("f", V128, HEXBYTES), b"\xaa" * 16, "aa" * 16),
+    ("zstring16 utf", field("f", Z16, UTF), "ok".encode("utf-16-le") + b"\0\0", "ok"),
+    ("zstring16 hex_bytes", field("f", Z16, HEXBYTES), b"\x01\x02\0\0", "0102"),
+    ("zstring16 json", field("f", Z16, JSON), "{}".encode("utf-16-le") + b"\0\0", "{}"),
+    ("zstring32 utf", field("f", Z32, UTF), "ok".encode("utf-32-le") + bytes(4), "ok"),
+    ("zstring32 hex_bytes", field("f", Z32, HEXBYTES), b"\x01\0\0\0" + bytes(4), "01000000"),
+    ("zstring32 utf_bom", field("f", Z32, UTF_BOM),
+     b"\xff\xfe\0\0" + "x".encode("utf-32-le") + bytes(4), "x"),
+    ("zstring32 xml", field("f", Z32, XML), "<a/>".encode("utf-32-le") + bytes(4), "<a/>"),
+    ("counted string16 utf", field("f", S16, UTF), b"\x01\x00" + "é".encode("utf-16-le"), "é"),
+    ("counted string16 hex_bytes", field("f", S16, HEXBYTES), b"\x01\x00\x01\x02", "0102"),
+    ("counted string16 utf_bom", field("f", S16, UTF_BOM),
+     b"\x02\x00\xfe\xff" + "x".encode("utf-16-be"), "x"),
+    ("counted string16 xml", field("f", S16, XML), b"\x01\x00" + "x".encode("utf-16-le"), "x"),
+    ("counted string16 json", field("f", S16, JSON), b"\x01\x00" + "1".encode("utf-16-le"), "1"),
+    ("counted string32 utf", field("f", S32, UTF), b"\x01\x00" + "é".encode("utf-32-le"), "é"),
+    ("counted string32 hex_bytes", field("f", S32, HEXBYTES), b"\x01\x00\x01\0\0\0",
+     "01000000"),
+    ("counted string32 utf_bom", field("f", S32, UTF_BOM),
+     b"\x02\x00\0\0\xfe\xff" + "x".encode("utf-32-be"), "x"),
+    ("counted string32 xml", field("f", S32, XML), b"\x01\x00" + "x".encode("utf-32-le"), "x"),
+    ("counted string32 json", field("f", S32, JSON), b"\x01\x00" + "1".encode("utf-32-le"), "1"),
+    ("counted string8 boolean", field("f", S8, BOOL), b"\x01\x00\x01", True),
+    ("counted string8 errno", field("f", S8, ERRNO), b"\x04\x00" + struct.pack("<i", 5), 5),
+    ("counted string8 hex_int", field("f", S8, HEX), b"\x01\x00\x10", 16),
+    ("counted string8 ip_address", field("f", S8, IP), b"\x04\x00\x7f\0\0\x01", "127.0.0.1"),
+    ("counted string8 ip_address_obsolete", field("f", S8, IP_OBSOLETE),
+     b"\x10\x00" + bytes(15) + b"\x02", "::2"),
+    ("counted string8 pid", field("f", S8, PID), b"\x04\x00" + struct.pack("<i", 7), 7),
+    ("counted string8 port", field("f", S8, PORT), b"\x02\x00\x00\x50", 80),
+    ("counted string8 utf_bom", field("f", S8, UTF_BOM), b"\x04\x00\xef\xbb\xbfz", "z"),
+    ("counted string8 time", field("f", S8, TIME), b"\x08\x00" + struct.pack("<q", 9), 9),
+    ("binary hex_bytes", field("f", B8, HEXBYTES), b"\x01\x00\x0a", "0a"),
+    ("binary json", field("f", B8, JSON), b"\x02\x00[]", "[]"),
+    ("binary xml", field("f", B8, XML), b"\x04\x00<a/>", "<a/>"),
+    # Booleans other than 0 and 1 as their decoders show them: an int32.
+    ("value16 boolean other", field("f", V16, BOOL), b"\xff\xff", 65535),
+    ("value32 boolean other is signed", field("f", V32, BOOL), b"\x00\x00\x00\x80", -2**31),
+    ("value32 boolean other, small", field("f", V32, BOOL), b"\x02\x00\x00\x00", 2),
+    # Floats JSON cannot hold, as their decoders write them.
+    ("value32 float NaN", field("f", V32, FLOAT), struct.pack("<f", math.nan), "nan"),
+    ("value32 float -NaN", field("f", V32, FLOAT), struct.pack("<f", -math.nan), "-nan"),
+    ("value32 float +Inf", field("f", V32, FLOAT), struct.pack("<f", math.inf), "inf"),
+    ("value32 float -Inf", field("f", V32, FLOAT), struct.pack("<f", -math.inf), "-inf"),
+    ("value64 float NaN", field("f", V64, FLOAT), struct.pack("<d", math.nan), "nan"),
+    ("value64 float +Inf", field("f", V64, FLOAT), struct.pack("<d", math.inf), "inf"),
+    ("value64 float -Inf", field("f", V64, FLOAT), struct.pack("<d", -math.inf), "-inf"),
+    ("value64 float -0.0", field("f", V64, FLOAT), struct.pack("<d", -0.0), -0.0),
 ]
 
 
@@ -116,6 +243,25 @@ SCALARS = [
 def test_eventheader_field_values(definition: bytes, payload: bytes, value: object) -> None:
     got = one_field(definition, payload)
     assert got == value and type(got) is type(value)
+
+
+def _encoding_and_format(definition: bytes) -> tuple[int, int]:
+    """A field definition's encoding (flags removed) and format (0 if absent)."""
+    at = definition.index(0) + 1
+    encoding = definition[at]
+    fmt = definition[at + 1] & 0x7F if encoding & 0x80 else 0
+    return encoding & 0x1F, fmt
+
+
+def test_eventheader_every_encoding_and_format_has_a_case() -> None:
+    covered = {_encoding_and_format(case[1]) for case in SCALARS}
+    assert {e for e, _ in covered} >= {e.value for e in Encoding} - {Encoding.INVALID,
+                                                                       Encoding.STRUCT}
+    assert {f for _, f in covered} >= {f.value for f in Format}
+    # Each fixed-size encoding with each format the spec lists for it.
+    for encoding, (_, usable) in USABLE_FORMATS.items():
+        missing = {f.value for f in usable} - {f for e, f in covered if e == encoding}
+        assert not missing, (encoding, missing)
 
 
 # (what, field definitions, payload, fields)
@@ -224,7 +370,7 @@ BROKEN = [
      {"a": [1]}, "a: 1 bytes at"),
     ("struct cut short", event("E", [field("p", STRUCT, 2), field("x", V8), field("y", V8)],
                                b"\x01"), {"p": {"x": 1}}, "y:"),
-    ("unknown encoding", event("E", [field("a", 13)], b"\x01"), {}, "unknown encoding 13"),
+    ("unknown encoding", event("E", [field("a", 14)], b"\x01"), {}, "unknown encoding 14"),
     ("invalid encoding 0", event("E", [field("a", 0)], b"\x01"), {}, "invalid encoding"),
     ("empty constant-length array", event("E", [field("a", V8 | CARRAY, length=0)], b""), {},
      "empty constant-length array"),
