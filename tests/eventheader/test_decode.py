@@ -370,15 +370,22 @@ BROKEN = [
      {"a": [1]}, "a: 1 bytes at"),
     ("struct cut short", event("E", [field("p", STRUCT, 2), field("x", V8), field("y", V8)],
                                b"\x01"), {"p": {"x": 1}}, "y:"),
-    ("unknown encoding", event("E", [field("a", 14)], b"\x01"), {}, "unknown encoding 14"),
     ("invalid encoding 0", event("E", [field("a", 0)], b"\x01"), {}, "invalid encoding"),
     ("empty constant-length array", event("E", [field("a", V8 | CARRAY, length=0)], b""), {},
      "empty constant-length array"),
     ("both array flags", event("E", [field("a", V8 | CARRAY | VARRAY, length=1)], b"\x01"),
      {}, "both a constant and a variable array"),
     ("struct without fields", event("E", [field("p", STRUCT, 0)], b""), {}, "has no fields"),
-    ("struct missing its fields", event("E", [field("p", STRUCT, 2), field("x", V8)], b"\x01"),
-     {}, "where a name should be"),
+    ("unknown encoding", event("E", [field("a", 14)], b"\x01"), {}, "unknown encoding 14"),
+    ("unknown encoding after fields", event("E", [field("a", V8), field("b", 31), field("c", V8)],
+                                            b"\x01\x02\x03"), {"a": 1}, "unknown encoding 31"),
+    ("unknown encoding in a struct", event("E", [field("p", STRUCT, 2), field("x", V8),
+                                                 field("y", 20), field("z", V8)], b"\x07\x08"),
+     {"p": {"x": 7}}, "'y' has unknown encoding 20"),
+    ("structs nested 9 deep", event("E", [field(f"s{i}", STRUCT, 1) for i in range(9)]
+                                    + [field("v", V8)], b"\x01"),
+     {"s0": {"s1": {"s2": {"s3": {"s4": {"s5": {"s6": {"s7": {}}}}}}}}},
+     "struct 's8' nests deeper than 8 levels"),
     ("field name without NUL", header() + extension(EXT_METADATA, b"E\0abc"), {}, "has no NUL"),
     ("event name without NUL", header() + extension(EXT_METADATA, b"E"), {}, "has no NUL"),
     ("format byte missing", header() + extension(EXT_METADATA, b"E\0a\0\x82"), {},
@@ -400,6 +407,69 @@ def test_eventheader_broken_events_report_and_keep_what_they_can(
     info, got, error = decode(data)
     assert got == fields
     assert error is not None and problem in error
+
+
+def test_eventheader_a_broken_definition_keeps_the_event_name() -> None:
+    info, fields, error = decode(event("Named", [field("a", V8), field("b", 14)], b"\x01\x02"))
+    assert (info.event, fields, info.payload) == ("Named", {"a": 1}, None)
+    assert error == "metadata: field 'b' has unknown encoding 14"
+
+
+# (what, field definitions, payload, fields, missing fields by struct)
+SHORT_STRUCTS = [
+    ("declares 3, holds 1", [field("p", STRUCT, 3), field("x", V8)], b"\x01",
+     {"p": {"x": 1}}, {"p": 2}),
+    ("declares 2 at the end, holds none", [field("a", V8), field("p", STRUCT, 2)], b"\x05",
+     {"a": 5, "p": {}}, {"p": 2}),
+    ("nested, both short", [field("o", STRUCT, 2), field("i", STRUCT, 5), field("v", V8)], b"\x09",
+     {"o": {"i": {"v": 9}}}, {"o": 1, "o.i": 4}),
+    ("an array of empty structs", [field("s", STRUCT | VARRAY, 1)], b"\x03\x00",
+     {"s": [{}, {}, {}]}, {"s": 1}),
+    ("the large count idiom: all the rest", [field("a", V8), field("rest", STRUCT, 127),
+                                             field("b", V8), field("c", Z8)], b"\x01\x02c\0",
+     {"a": 1, "rest": {"b": 2, "c": "c"}}, {"rest": 125}),
+]
+
+
+@pytest.mark.parametrize(("definitions", "payload", "fields", "missing"),
+                         [case[1:] for case in SHORT_STRUCTS],
+                         ids=[case[0] for case in SHORT_STRUCTS])
+def test_eventheader_a_struct_with_fewer_fields_than_declared(
+        definitions: list[bytes], payload: bytes, fields: dict, missing: dict) -> None:
+    # Legal, as LinuxTracepoints' decoders read it: the struct holds the
+    # fields up to the metadata's end. The shortfall is marked, no error.
+    info, got, error = decode(event("E", definitions, payload))
+    assert (error, info.event, got, info.missing_fields) == (None, "E", fields, missing)
+
+
+def test_eventheader_arrays_of_empty_structs_are_bounded() -> None:
+    data = event("E", [field("s", STRUCT | CARRAY, 1, length=0xFFFF),
+                       field("t", STRUCT | CARRAY, 1, length=0xFFFF)], b"")
+    info, fields, error = decode(data)
+    assert error is not None and "more than 131072 structs in one event" in error
+    assert info.event == "E" and info.missing_fields == {"s.t": 1}
+
+
+def test_eventheader_deeply_nested_definitions_are_refused_not_recursed() -> None:
+    block = metadata("E", *[field("", STRUCT, 1)] * 20000)  # 60 kB of nested structs
+    info, fields, error = decode(header() + extension(EXT_METADATA, block))
+    assert error is not None and "nests deeper than 8 levels" in error
+
+
+def test_eventheader_field_tags() -> None:
+    info, fields, error = decode(event("E", [
+        field("a", V8, tag=0x1234), field("p", STRUCT, 2, tag=7), field("x", V8, SIGNED, tag=0xFFFF),
+        field("q", V8), field("a", V8, tag=2), field("s", STRUCT | VARRAY, 1), field("y", V8, tag=3),
+    ], b"\x01\xff\x02\x03\x01\x00\x04"))
+    assert error is None
+    assert fields == {"a": 1, "p": {"x": -1, "q": 2}, "a;2": 3, "s": [{"y": 4}]}
+    assert info.field_tags == {"a": 0x1234, "p": 7, "p.x": 0xFFFF, "a;2": 2, "s.y": 3}
+
+
+def test_eventheader_no_field_tags_no_missing_fields() -> None:
+    info, _, _ = decode(event("E", [field("a", V8, SIGNED)], b"\x01"))
+    assert (info.field_tags, info.missing_fields) == ({}, {})
+    assert "field_tags" not in msgspec.json.encode(info).decode()
 
 
 def test_eventheader_shorter_than_a_header_is_an_error() -> None:

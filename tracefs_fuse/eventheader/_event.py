@@ -11,7 +11,9 @@ Rules:
   * An activity-id block holds 16 bytes (the activity) or 32 (the activity,
     then its parent); both are shown as UUIDs.
   * Without a Metadata block the payload cannot be named (the spec's
-    decoding manifests are outside the event): it is kept in hex.
+    decoding manifests are outside the event): it is kept in hex. So it is
+    when the block has no event name; a block whose field definitions break
+    off keeps the name and the fields before the break.
   * Parsed metadata is cached by its bytes: events of one definition repeat
     the same block.
   * Decoding never raises for anything after the header: what could not be
@@ -60,6 +62,11 @@ class EventHeaderInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
         related_activity_id: the parent activity (on an activity's first event).
         payload: the payload in hex, when there is no Metadata to decode it.
         extensions: blocks of kinds the spec does not define, in hex by kind.
+        field_tags: the metadata's nonzero field tags by field path: the key in
+            ``fields``, a struct's members as ``struct.member`` (so too in an
+            array of structs, whose elements share their definitions).
+        missing_fields: by struct path, how many fields a struct declares
+            beyond the metadata's end (it holds the fields up to there).
     """
 
     provider: str
@@ -77,6 +84,8 @@ class EventHeaderInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     related_activity_id: str | None = None
     payload: str | None = None
     extensions: dict[int, str] = {}
+    field_tags: dict[str, int] = {}
+    missing_fields: dict[str, int] = {}
 
     @property
     def group(self) -> str | None:
@@ -158,6 +167,8 @@ class EventHeaderDecoder:
         fields: dict[str, Any] = {}
         payload = None
         if definition is not None:
+            if definition.problem is not None:
+                problems.append(f"metadata: {definition.problem}")
             try:
                 read_fields(definition.fields, Payload(data, pos, order), fields)
             except PayloadError as exc:
@@ -172,5 +183,7 @@ class EventHeaderDecoder:
             attributes=definition.attributes if definition else {}, level=level,
             keyword=tracepoint.keyword, options=tracepoint.options, flags=flags,
             version=version, id=event_id, tag=tag, opcode=opcode, activity_id=activity[0],
-            related_activity_id=activity[1], payload=payload, extensions=unknown)
+            related_activity_id=activity[1], payload=payload, extensions=unknown,
+            field_tags=definition.tags if definition else {},
+            missing_fields=definition.missing if definition else {})
         return info, fields, "; ".join(problems) or None

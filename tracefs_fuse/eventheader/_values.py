@@ -32,8 +32,12 @@ Rules:
     binary_length16_char8) take any format: a fixed-size one (``FIXED_SIZES``)
     shows a value of its size as above and an empty value as ``None``; any
     other size falls back to the encoding's default (UTF-8 text, hex).
-  * A field name used twice in one struct keeps both values: the second is
-    ``name;2`` (``;`` cannot occur in a field name).
+  * Fields are stored under their definitions' keys (a name used twice in
+    one struct keeps both values: the second is ``name;2``).
+  * At most ``ITEM_LIMIT`` structs per event (every other value takes at
+    least a payload byte): a struct may hold no payload bytes at all (the
+    metadata ended), so arrays of them are bounded by nothing else
+    (LinuxTracepoints' decoders have such a limit too, ``move_next_limit``).
   * Running out of payload raises :class:`PayloadError` after the fields
     already read were stored in the dict being filled.
 """
@@ -67,6 +71,9 @@ _IP_FORMATS = frozenset({Format.IP_ADDRESS, Format.IP_ADDRESS_OBSOLETE})
 _FLOATS = {(4, "little"): struct.Struct("<f"), (4, "big"): struct.Struct(">f"),
            (8, "little"): struct.Struct("<d"), (8, "big"): struct.Struct(">d")}
 _REPLACEMENT = "\ufffd"
+#: Structs read from one event at most. A ring buffer record is under a
+#: page, so a real event never comes near.
+ITEM_LIMIT = 1 << 17
 
 
 class PayloadError(ValueError):
@@ -76,12 +83,19 @@ class PayloadError(ValueError):
 class Payload:
     """The payload bytes and a read position."""
 
-    __slots__ = ("data", "pos", "order")
+    __slots__ = ("data", "pos", "order", "items")
 
     def __init__(self, data: bytes, pos: int, order: ByteOrder) -> None:
         self.data = data
         self.pos = pos
         self.order = order
+        self.items = ITEM_LIMIT
+
+    def spend(self, count: int, what: str) -> None:
+        """Count ``count`` more structs read; raise past ``ITEM_LIMIT``."""
+        self.items -= count
+        if self.items < 0:
+            raise PayloadError(f"{what}: more than {ITEM_LIMIT} structs in one event")
 
     def take(self, size: int, what: str) -> bytes:
         end = self.pos + size
@@ -213,34 +227,30 @@ def _element(field: FieldDefinition, payload: Payload) -> Any:
     return _string(raw, unit, field.shown, payload.order)
 
 
-def _store(values: dict[str, Any], name: str, value: Any) -> None:
-    key, n = name, 1
-    while key in values:
-        n += 1
-        key = f"{name};{n}"
-    values[key] = value
-
-
 def read_fields(fields: tuple[FieldDefinition, ...], payload: Payload,
                 values: dict[str, Any]) -> None:
     """Read ``fields`` from the payload into ``values`` (see the module's rules).
 
     Raises:
-        PayloadError: the payload ended first; ``values`` holds what was read,
-            and a partly read array or struct is stored as far as it got.
+        PayloadError: the payload ended first (or ``ITEM_LIMIT`` was reached);
+            ``values`` holds what was read, and a partly read array or struct
+            is stored as far as it got.
     """
     for field in fields:
         if not field.array:
             if field.encoding is Encoding.STRUCT:
+                payload.spend(1, field.name)
                 nested: dict[str, Any] = {}
-                _store(values, field.name, nested)
+                values[field.key] = nested
                 read_fields(field.fields, payload, nested)
             else:
-                _store(values, field.name, _element(field, payload))
+                values[field.key] = _element(field, payload)
             continue
         count = (field.length if field.array == ENCODING_CARRAY
                  else payload.count(field.name))
+        if field.encoding is Encoding.STRUCT:
+            payload.spend(count, field.name)
         elements: list[Any] = []
-        _store(values, field.name, elements)
+        values[field.key] = elements
         for _ in range(count):
             elements.append(_element(field, payload))
