@@ -22,7 +22,9 @@ Rules:
     string8                         ``str`` (ISO-8859-1)
     string_utf (and _bom/xml/json)  ``str`` (UTF-8/16/32 by code unit; a BOM
                                     decides the byte order where allowed;
-                                    undecodable units as ``\\xNN``)
+                                    bytes of an invalid UTF-8 sequence as
+                                    Latin-1, as v1.4's decoders read them;
+                                    undecodable UTF-16/32 units as ``\\xNN``)
     uuid, ip_address                ``str`` in their usual notation (IPv4 on 4
                                     bytes, IPv6 on 16)
     =============================  ============================================
@@ -59,8 +61,9 @@ _ZSTRING_UNITS = {Encoding.ZSTRING_CHAR8: 1, Encoding.ZSTRING_CHAR16: 2,
                   Encoding.ZSTRING_CHAR32: 4}
 _COUNTED_UNITS = {Encoding.STRING_LENGTH16_CHAR8: 1, Encoding.BINARY_LENGTH16_CHAR8: 1,
                   Encoding.STRING_LENGTH16_CHAR16: 2, Encoding.STRING_LENGTH16_CHAR32: 4}
-_CODECS = {(1, "little"): "utf-8", (1, "big"): "utf-8", (2, "little"): "utf-16-le",
-           (2, "big"): "utf-16-be", (4, "little"): "utf-32-le", (4, "big"): "utf-32-be"}
+_CODECS = {(2, "little"): "utf-16-le", (2, "big"): "utf-16-be", (4, "little"): "utf-32-le",
+           (4, "big"): "utf-32-be"}
+_ESCAPED_TO_LATIN1 = {0xDC00 + byte: byte for byte in range(0x80, 0x100)}
 #: Byte order marks by code unit: (mark, the byte order it announces).
 _BOMS: dict[int, tuple[tuple[bytes, ByteOrder], ...]] = {1: ((b"\xef\xbb\xbf", "little"),),
          2: ((b"\xff\xfe", "little"), (b"\xfe\xff", "big")),
@@ -203,7 +206,18 @@ def _string(raw: bytes, unit: int, shown: Format, order: ByteOrder) -> str:
             if raw.startswith(mark):
                 raw, order = raw[len(mark):], marked_order
                 break
+    if unit == 1:
+        return _utf8(raw)
     return raw.decode(_CODECS[(unit, order)], "backslashreplace")
+
+
+def _utf8(raw: bytes) -> str:
+    """UTF-8, each byte of an invalid sequence taken as Latin-1 (as v1.4's decoders do)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        # surrogateescape keeps byte b of a bad sequence as U+DC00+b.
+        return raw.decode("utf-8", "surrogateescape").translate(_ESCAPED_TO_LATIN1)
 
 
 def _element(field: FieldDefinition, payload: Payload) -> Any:
