@@ -266,6 +266,48 @@ def test_eventheader_every_encoding_and_format_has_a_case() -> None:
         assert not missing, (encoding, missing)
 
 
+#: LinuxTracepoints' own v1.4 test set (EventHeaderDynamic's TestDynamic):
+#: every format on string_length16_char8 and binary_length16_char8, each with
+#: the value 1 written in 0, 1, 2, 4, 8 and 16 little-endian bytes. Per format,
+#: what each size shows; DEFAULT: the encoding's default (text for string,
+#: hex for binary).
+ONES = {0: b"", 1: b"\x01", 2: b"\x01\0", 4: b"\x01" + bytes(3), 8: b"\x01" + bytes(7),
+        16: bytes(15) + b"\x01"}
+DEFAULT = object()
+ONES_SHOWN: dict[int, dict[int, object]] = {
+    0: {},
+    UNSIGNED: {0: None, 1: 1, 2: 1, 4: 1, 8: 1},
+    SIGNED: {0: None, 1: 1, 2: 1, 4: 1, 8: 1},
+    HEX: {0: None, 1: 1, 2: 1, 4: 1, 8: 1},
+    ERRNO: {0: None, 4: 1},
+    PID: {0: None, 4: 1},
+    TIME: {0: None, 4: 1, 8: 1},
+    BOOL: {0: None, 1: True, 2: True, 4: True},
+    FLOAT: {0: None, 4: 1.401298464324817e-45, 8: 5e-324},
+    HEXBYTES: {n: ONES[n].hex() for n in ONES},
+    STRING8: {n: ONES[n].decode("latin-1") for n in ONES},
+    UTF: {n: ONES[n].decode() for n in ONES},
+    UTF_BOM: {n: ONES[n].decode() for n in ONES},
+    XML: {n: ONES[n].decode() for n in ONES},
+    JSON: {n: ONES[n].decode() for n in ONES},
+    UUID: {0: None, 16: "00000000-0000-0000-0000-000000000001"},
+    PORT: {0: None, 2: 256},
+    IP: {0: None, 4: "1.0.0.0", 16: "::1"},
+    IP_OBSOLETE: {0: None, 4: "1.0.0.0", 16: "::1"},
+}
+
+
+@pytest.mark.parametrize("encoding", [S8, B8], ids=["string", "binary"])
+@pytest.mark.parametrize("fmt", sorted(ONES_SHOWN))
+def test_eventheader_linuxtracepoints_v14_set(encoding: int, fmt: int) -> None:
+    for size, raw in ONES.items():
+        shown = ONES_SHOWN[fmt].get(size, DEFAULT)
+        if shown is DEFAULT:
+            shown = raw.hex() if encoding == B8 else raw.decode()
+        got = one_field(field("f", encoding, fmt), struct.pack("<H", size) + raw)
+        assert got == shown and type(got) is type(shown), (size, got)
+
+
 # (what, field definitions, payload, fields)
 COMPOSITES = [
     ("constant-length array", [field("a", V16 | CARRAY, length=3)],
