@@ -60,7 +60,11 @@ class EventHeaderInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
         opcode: special semantics (``Opcode``: 1 activity start, 2 stop, ...).
         activity_id: the activity the event belongs to, as a UUID string.
         related_activity_id: the parent activity (on an activity's first event).
-        payload: the payload in hex, when there is no Metadata to decode it.
+        payload: the payload in hex, when there is no Metadata to decode it: the
+            bytes to the end of ``data``. A ring buffer record is rounded up to
+            4 bytes and keeps no length, so from ``trace_pipe_raw`` up to 3
+            bytes the program did not write (stale page bytes) may end it;
+            nothing in the record tells them apart from the payload's own.
         extensions: blocks of kinds the spec does not define, in hex by kind.
         field_tags: the metadata's nonzero field tags by field path: the key in
             ``fields``, a struct's members as ``struct.member`` (so too in an
