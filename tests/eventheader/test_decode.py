@@ -439,6 +439,18 @@ BROKEN = [
      "runs past the event"),
     ("activity id of 8 bytes", header() + extension(EXT_ACTIVITY_ID, bytes(8)), {},
      "activity id extension of 8 bytes"),
+    ("unknown header flags", header(flags=FLAGS_LE64_NO_EXT | 0x10) + b"\x01", {},
+     "unknown header flags 0x10"),
+    ("extension of the invalid kind 0", header() + extension(0, b"\x01", chain=True)
+     + extension(EXT_METADATA, metadata("E", field("a", V8))) + b"\x05", {"a": 5},
+     "an extension of the invalid kind 0 (1 bytes)"),
+    ("a second metadata extension", header() + extension(EXT_METADATA, metadata(
+        "E", field("a", V8)), chain=True) + extension(EXT_METADATA, metadata("F")) + b"\x05",
+     {"a": 5}, "a second metadata extension (the first is used)"),
+    ("a second activity id", header() + extension(EXT_ACTIVITY_ID, ACTIVITY, chain=True)
+     + extension(EXT_ACTIVITY_ID, PARENT, chain=True)
+     + extension(EXT_METADATA, metadata("E", field("a", V8))) + b"\x05", {"a": 5},
+     "a second activity id extension (the first is used)"),
     ("header level differs from the name's", event("E", [], b"", level=5), {},
      "header level 5 differs from the tracepoint's L4"),
 ]

@@ -16,6 +16,10 @@ Rules:
     off keeps the name and the fields before the break.
   * Parsed metadata is cached by its bytes: events of one definition repeat
     the same block.
+  * What LinuxTracepoints' decoders refuse (header flags the spec does not
+    define, an extension of the invalid kind 0, a second Metadata or
+    activity-id block) is reported; the event is decoded anyway, with the
+    first block of each kind.
   * Decoding never raises for anything after the header: what could not be
     read is described in the returned problem.
 """
@@ -35,6 +39,7 @@ from ._values import Payload, PayloadError, read_fields
 
 HEADER_SIZE = HEADER_LE.size
 _EXTENSION_SIZE = EXTENSION_LE.size
+_KNOWN_FLAGS = int(Flags.POINTER64 | Flags.LITTLE_ENDIAN | Flags.EXTENSION)
 #: Distinct metadata blocks kept parsed.
 _CACHE_SIZE = 4096
 
@@ -142,6 +147,9 @@ class EventHeaderDecoder:
         definition: EventDefinition | None = None
         activity: list[str | None] = [None, None]
         unknown: dict[int, str] = {}
+        seen_metadata = False
+        if flags & ~_KNOWN_FLAGS:
+            problems.append(f"unknown header flags {flags & ~_KNOWN_FLAGS:#04x}")
         more = bool(flags & Flags.EXTENSION)
         while more:
             if pos + _EXTENSION_SIZE > len(data):
@@ -156,16 +164,23 @@ class EventHeaderDecoder:
             pos += size
             more = bool(kind & EXTENSION_CHAIN)
             kind &= EXTENSION_KIND_MASK
-            if kind == ExtensionKind.METADATA:
+            if kind == ExtensionKind.METADATA and seen_metadata:
+                problems.append("a second metadata extension (the first is used)")
+            elif kind == ExtensionKind.METADATA:
+                seen_metadata = True
                 try:
                     definition = self._definition(block, order)
                 except MetadataError as exc:
                     problems.append(f"metadata: {exc}")
+            elif kind == ExtensionKind.ACTIVITY_ID and activity[0] is not None:
+                problems.append("a second activity id extension (the first is used)")
             elif kind == ExtensionKind.ACTIVITY_ID and size in (16, 32):
                 activity = [str(uuid.UUID(bytes=block[:16])),
                             str(uuid.UUID(bytes=block[16:])) if size == 32 else None]
             elif kind == ExtensionKind.ACTIVITY_ID:
                 problems.append(f"an activity id extension of {size} bytes (16 or 32)")
+            elif kind == ExtensionKind.INVALID:
+                problems.append(f"an extension of the invalid kind 0 ({size} bytes)")
             else:
                 unknown[kind] = block.hex()
         fields: dict[str, Any] = {}
