@@ -11,9 +11,9 @@ Rules:
   * An activity-id block holds 16 bytes (the activity) or 32 (the activity,
     then its parent); both are shown as UUIDs.
   * Without a Metadata block the payload cannot be named (the spec's
-    decoding manifests are outside the event): it is kept in hex. So it is
-    when the block has no event name; a block whose field definitions break
-    off keeps the name and the fields before the break.
+    decoding manifests are outside the event): it is kept in hex. So is the
+    payload of a Metadata block without an event name; a block whose field
+    definitions break off keeps the name and the fields before the break.
   * Parsed metadata is cached by its bytes: events of one definition repeat
     the same block.
   * What LinuxTracepoints' decoders refuse (header flags the spec does not
