@@ -335,6 +335,42 @@ def test_records_round_trip_through_json_lines() -> None:
     assert records[3].fields == {"p": {"x": [1, 2]}}
 
 
+def _issue23_event() -> Event:
+    """An EventHeader record with what issue 23 found lost: v1.4 binary and
+    nullable fields, a tag, non-finite floats, a boolean of 2^31, a short struct."""
+    eh = user_format(EVENTHEADER_FIELDS, name="P_L4K1", event_id=1001)
+    payload = eventheader_event("E", [
+        eventheader_field("bin", 13), eventheader_field("n", 10, 2),
+        eventheader_field("none", 13, 1), eventheader_field("t", 2, 1, tag=0x2A),
+        eventheader_field("f", 5 | 0x20, 8, length=3), eventheader_field("b", 4, 7),
+        eventheader_field("s", 1, 3), eventheader_field("x", 2, tag=1)],
+        b"\x02\x00\xab\xcd" + b"\x04\x00\x05\0\0\0" + b"\x00\x00" + b"\x07"
+        + struct.pack("<3d", float("nan"), float("inf"), float("-inf"))
+        + b"\x00\x00\x00\x80" + b"\x09")
+    return RecordDecoder({eh.id: eh}.get, comm={42: "c"}.get).decode_record(
+        0, 1_000_000_000, record(eh.id, payload))
+
+
+def test_eventheader_values_in_json_lines() -> None:
+    event = _issue23_event()
+    assert event.error is None
+    line = encode_lines([event]).decode()
+    assert line == (
+        '{"kind":"event","system":"user_events","name":"P_L4K1","id":1001,"cpu":0,'
+        '"timestamp":1000000000,"pid":42,"comm":"c","fields":{"bin":"abcd","n":5,"none":null,'
+        '"t":7,"f":["nan","inf","-inf"],"b":-2147483648,"s":{"x":9}},"eventheader":{'
+        '"provider":"P","event":"E","level":4,"keyword":1,"flags":7,"version":0,"id":0,'
+        '"tag":0,"opcode":0,"field_tags":{"t":42,"s.x":1},"missing_fields":{"s":2}}}\n')
+    assert list(read_lines(line.encode())) == [event]
+
+
+def test_eventheader_values_rendered_for_people() -> None:
+    assert render_record(_issue23_event()) == (
+        "            c-42 [000]     1.000000: P:E level=4 keyword=0x1 "
+        'missing_fields={"s":2} bin="abcd" n=5 none=null t;tag=0x2A=7 '
+        'f=["nan","inf","-inf"] b=-2147483648 s={"x;tag=0x1":9}')
+
+
 def test_reading_json_lines_names_the_bad_line() -> None:
     with pytest.raises(msgspec.DecodeError, match="line 2"):
         list(read_lines(b'{"kind":"lost","cpu":0,"timestamp":1}\n{"kind":"what"}\n'))

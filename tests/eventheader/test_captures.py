@@ -30,7 +30,7 @@ EXPECTED = [
     ("Corp_Svc_L5K2Gops", {"status": -110, "elapsed": 0.25, "ok": False},
      {"provider": "Corp_Svc", "event": "RequestStop", "level": 5, "keyword": 2,
       "options": {"G": "ops"}, "flags": 7, "version": 0, "id": 0, "tag": 0, "opcode": 2,
-      "activity_id": ACTIVITY}),
+      "activity_id": ACTIVITY, "field_tags": {"ok": 0x77}}),
     ("Corp_Svc_L4K1",
      {"items": [{"name": "abc", "weights": [1, 2]}, {"name": "", "weights": [3, 4]}],
       "wide": "hé"},

@@ -7,7 +7,10 @@ Rules:
     quoted, nested structs and arrays as JSON objects and lists).
   * An EventHeader event is named ``Provider:EventName`` and shows its level,
     keyword and, when set, opcode, id/version, tag and activity ids before its
-    fields.
+    fields. A field with a field tag is named ``name;tag=0xTAG``, as
+    LinuxTracepoints' decoders name it when asked for field tags; a struct
+    that declares more fields than its metadata holds is listed in
+    ``missing_fields``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,21 @@ def _value(value: Any) -> str:
 
 def _fields(fields: dict[str, Any]) -> str:
     return " ".join(f"{name}={_value(value)}" for name, value in fields.items())
+
+
+def _tagged(fields: dict[str, Any], tags: dict[str, int], prefix: str) -> dict[str, Any]:
+    """``fields`` with each tagged field's key followed by ``;tag=0xTAG``."""
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        path = prefix + key
+        if isinstance(value, dict):
+            value = _tagged(value, tags, path + ".")
+        elif isinstance(value, list):
+            value = [_tagged(item, tags, path + ".") if isinstance(item, dict) else item
+                     for item in value]
+        tag = tags.get(path)
+        out[f"{key};tag=0x{tag:X}" if tag else key] = value
+    return out
 
 
 def _opcode(opcode: int) -> str:
@@ -54,6 +72,8 @@ def _eventheader(info: EventHeaderInfo) -> tuple[str, str]:
         parts.append(f"related={info.related_activity_id}")
     if info.payload is not None:
         parts.append(f"payload={info.payload}")
+    if info.missing_fields:
+        parts.append(f"missing_fields={_value(info.missing_fields)}")
     return name, " ".join(parts)
 
 
@@ -78,8 +98,11 @@ def render_event(event: Event) -> str:
         line = f"{head} {name} {attributes}"
     else:
         line = f"{head} {event.full_name}"
-    if event.fields:
-        line += " " + _fields(event.fields)
+    fields = event.fields
+    if event.eventheader is not None and event.eventheader.field_tags:
+        fields = _tagged(fields, event.eventheader.field_tags, "")
+    if fields:
+        line += " " + _fields(fields)
     if event.error is not None:
         line += f"  !! {event.error}"
     return line

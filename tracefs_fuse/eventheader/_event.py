@@ -11,9 +11,15 @@ Rules:
   * An activity-id block holds 16 bytes (the activity) or 32 (the activity,
     then its parent); both are shown as UUIDs.
   * Without a Metadata block the payload cannot be named (the spec's
-    decoding manifests are outside the event): it is kept in hex.
+    decoding manifests are outside the event): it is kept in hex. So is the
+    payload of a Metadata block without an event name; a block whose field
+    definitions break off keeps the name and the fields before the break.
   * Parsed metadata is cached by its bytes: events of one definition repeat
     the same block.
+  * What LinuxTracepoints' decoders refuse (header flags the spec does not
+    define, an extension of the invalid kind 0, a second Metadata or
+    activity-id block) is reported; the event is decoded anyway, with the
+    first block of each kind.
   * Decoding never raises for anything after the header: what could not be
     read is described in the returned problem.
 """
@@ -33,6 +39,7 @@ from ._values import Payload, PayloadError, read_fields
 
 HEADER_SIZE = HEADER_LE.size
 _EXTENSION_SIZE = EXTENSION_LE.size
+_KNOWN_FLAGS = int(Flags.POINTER64 | Flags.LITTLE_ENDIAN | Flags.EXTENSION)
 #: Distinct metadata blocks kept parsed.
 _CACHE_SIZE = 4096
 
@@ -58,8 +65,17 @@ class EventHeaderInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
         opcode: special semantics (``Opcode``: 1 activity start, 2 stop, ...).
         activity_id: the activity the event belongs to, as a UUID string.
         related_activity_id: the parent activity (on an activity's first event).
-        payload: the payload in hex, when there is no Metadata to decode it.
+        payload: the payload in hex, when there is no Metadata to decode it: the
+            bytes to the end of ``data``. A ring buffer record is rounded up to
+            4 bytes and keeps no length, so from ``trace_pipe_raw`` up to 3
+            bytes the program did not write (stale page bytes) may end it;
+            nothing in the record tells them apart from the payload's own.
         extensions: blocks of kinds the spec does not define, in hex by kind.
+        field_tags: the metadata's nonzero field tags by field path: the key in
+            ``fields``, a struct's members as ``struct.member`` (so too in an
+            array of structs, whose elements share their definitions).
+        missing_fields: by struct path, how many fields a struct declares
+            beyond the metadata's end (it holds the fields up to there).
     """
 
     provider: str
@@ -77,6 +93,8 @@ class EventHeaderInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     related_activity_id: str | None = None
     payload: str | None = None
     extensions: dict[int, str] = {}
+    field_tags: dict[str, int] = {}
+    missing_fields: dict[str, int] = {}
 
     @property
     def group(self) -> str | None:
@@ -129,6 +147,9 @@ class EventHeaderDecoder:
         definition: EventDefinition | None = None
         activity: list[str | None] = [None, None]
         unknown: dict[int, str] = {}
+        seen_metadata = False
+        if flags & ~_KNOWN_FLAGS:
+            problems.append(f"unknown header flags {flags & ~_KNOWN_FLAGS:#04x}")
         more = bool(flags & Flags.EXTENSION)
         while more:
             if pos + _EXTENSION_SIZE > len(data):
@@ -143,21 +164,30 @@ class EventHeaderDecoder:
             pos += size
             more = bool(kind & EXTENSION_CHAIN)
             kind &= EXTENSION_KIND_MASK
-            if kind == ExtensionKind.METADATA:
+            if kind == ExtensionKind.METADATA and seen_metadata:
+                problems.append("a second metadata extension (the first is used)")
+            elif kind == ExtensionKind.METADATA:
+                seen_metadata = True
                 try:
                     definition = self._definition(block, order)
                 except MetadataError as exc:
                     problems.append(f"metadata: {exc}")
+            elif kind == ExtensionKind.ACTIVITY_ID and activity[0] is not None:
+                problems.append("a second activity id extension (the first is used)")
             elif kind == ExtensionKind.ACTIVITY_ID and size in (16, 32):
                 activity = [str(uuid.UUID(bytes=block[:16])),
                             str(uuid.UUID(bytes=block[16:])) if size == 32 else None]
             elif kind == ExtensionKind.ACTIVITY_ID:
                 problems.append(f"an activity id extension of {size} bytes (16 or 32)")
+            elif kind == ExtensionKind.INVALID:
+                problems.append(f"an extension of the invalid kind 0 ({size} bytes)")
             else:
                 unknown[kind] = block.hex()
         fields: dict[str, Any] = {}
         payload = None
         if definition is not None:
+            if definition.problem is not None:
+                problems.append(f"metadata: {definition.problem}")
             try:
                 read_fields(definition.fields, Payload(data, pos, order), fields)
             except PayloadError as exc:
@@ -172,5 +202,7 @@ class EventHeaderDecoder:
             attributes=definition.attributes if definition else {}, level=level,
             keyword=tracepoint.keyword, options=tracepoint.options, flags=flags,
             version=version, id=event_id, tag=tag, opcode=opcode, activity_id=activity[0],
-            related_activity_id=activity[1], payload=payload, extensions=unknown)
+            related_activity_id=activity[1], payload=payload, extensions=unknown,
+            field_tags=definition.tags if definition else {},
+            missing_fields=definition.missing if definition else {})
         return info, fields, "; ".join(problems) or None

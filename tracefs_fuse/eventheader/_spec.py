@@ -1,9 +1,11 @@
 """The EventHeader convention's numbers and layouts.
 
 Written from the specification's text (``eventheader.h`` in
-microsoft/LinuxTracepoints, libeventheader-tracepoint): every value below is
-the one the spec defines; names follow it without the ``event_field_``
-prefixes.
+microsoft/LinuxTracepoints, libeventheader-tracepoint) as of format v1.4
+(its CHANGELOG: encoding ``binary_length16_char8``, any format on the counted
+char8 encodings, ``ip_address`` in place of ``ipv4``/``ipv6``): every value
+below is the one the spec defines; names follow it without the
+``event_field_`` prefixes.
 
 Rules:
   * Only what decoding needs: enums, the two header layouts, the tracepoint's
@@ -112,6 +114,8 @@ class Encoding(enum.IntEnum):
     STRING_LENGTH16_CHAR8 = 10
     STRING_LENGTH16_CHAR16 = 11
     STRING_LENGTH16_CHAR32 = 12
+    #: v1.4: string_length16_char8 whose default format is hex_bytes.
+    BINARY_LENGTH16_CHAR8 = 13
 
 
 ENCODING_VALUE_MASK = 0x1F
@@ -143,8 +147,10 @@ class Format(enum.IntEnum):
     STRING_JSON = 14
     UUID = 15
     PORT = 16
-    IPV4 = 17
-    IPV6 = 18
+    #: v1.4: IPv4 on 4 bytes, IPv6 on 16 (was ``ipv4``, which stays its alias).
+    IP_ADDRESS = 17
+    #: v1.4: deprecated (was ``ipv6``); decoded as ``ip_address``.
+    IP_ADDRESS_OBSOLETE = 18
 
 
 FORMAT_VALUE_MASK = 0x7F
@@ -157,6 +163,7 @@ _STRING8_FORMATS = (Format.STRING_UTF, frozenset({
 _WIDE_STRING_FORMATS = (Format.STRING_UTF, frozenset({
     Format.HEX_BYTES, Format.STRING_UTF, Format.STRING_UTF_BOM, Format.STRING_XML,
     Format.STRING_JSON}))
+_IP = (Format.IP_ADDRESS, Format.IP_ADDRESS_OBSOLETE)
 
 #: Each encoding's default format, and the formats the spec lists as usable
 #: with it; any other format (0 included) falls back to the default.
@@ -170,20 +177,39 @@ USABLE_FORMATS: dict[Encoding, tuple[Format, frozenset[Format]]] = {
     Encoding.VALUE32: (Format.UNSIGNED_INT, frozenset({
         Format.UNSIGNED_INT, Format.SIGNED_INT, Format.HEX_INT, Format.ERRNO, Format.PID,
         Format.TIME, Format.BOOLEAN, Format.FLOAT, Format.HEX_BYTES, Format.STRING_UTF,
-        Format.IPV4})),
+        *_IP})),
     Encoding.VALUE64: (Format.UNSIGNED_INT, frozenset({
         Format.UNSIGNED_INT, Format.SIGNED_INT, Format.HEX_INT, Format.TIME, Format.FLOAT,
         Format.HEX_BYTES})),
-    Encoding.VALUE128: (Format.HEX_BYTES, frozenset({
-        Format.HEX_BYTES, Format.UUID, Format.IPV6})),
+    Encoding.VALUE128: (Format.HEX_BYTES, frozenset({Format.HEX_BYTES, Format.UUID, *_IP})),
     Encoding.ZSTRING_CHAR8: _STRING8_FORMATS,
-    Encoding.STRING_LENGTH16_CHAR8: _STRING8_FORMATS,
     Encoding.ZSTRING_CHAR16: _WIDE_STRING_FORMATS,
     Encoding.ZSTRING_CHAR32: _WIDE_STRING_FORMATS,
+    # v1.4: the two counted char8 encodings take every format; a fixed-size
+    # one applies to a value of its size only (see FIXED_SIZES).
+    Encoding.STRING_LENGTH16_CHAR8: (Format.STRING_UTF, frozenset(Format)),
+    Encoding.BINARY_LENGTH16_CHAR8: (Format.HEX_BYTES, frozenset(Format)),
     Encoding.STRING_LENGTH16_CHAR16: _WIDE_STRING_FORMATS,
     Encoding.STRING_LENGTH16_CHAR32: _WIDE_STRING_FORMATS,
 }
 
+#: v1.4, for string_length16_char8 and binary_length16_char8: the sizes a
+#: fixed-size format reads. A value of one of these sizes is shown in the
+#: format, an empty one is null, any other in the encoding's default format.
+FIXED_SIZES: dict[Format, frozenset[int]] = {
+    Format.UNSIGNED_INT: frozenset({1, 2, 4, 8}),
+    Format.SIGNED_INT: frozenset({1, 2, 4, 8}),
+    Format.HEX_INT: frozenset({1, 2, 4, 8}),
+    Format.ERRNO: frozenset({4}),
+    Format.PID: frozenset({4}),
+    Format.TIME: frozenset({4, 8}),
+    Format.BOOLEAN: frozenset({1, 2, 4}),
+    Format.FLOAT: frozenset({4, 8}),
+    Format.UUID: frozenset({16}),
+    Format.PORT: frozenset({2}),
+    Format.IP_ADDRESS: frozenset({4, 16}),
+    Format.IP_ADDRESS_OBSOLETE: frozenset({4, 16}),
+}
 
 
 def effective_format(encoding: Encoding, format_: int) -> Format:
@@ -193,4 +219,4 @@ def effective_format(encoding: Encoding, format_: int) -> Format:
         chosen = Format(format_)
     except ValueError:
         return default
-    return chosen if chosen in usable else default
+    return chosen if chosen in usable and chosen is not Format.DEFAULT else default
