@@ -40,6 +40,13 @@ setup(
             extra_compile_args=[f for f in cflags if not f.startswith("-I")]
             + ["-Wall", "-Wextra", "-Werror", "-std=gnu11"],
             libraries=["fuse3", "dl", "pthread"],
-        )
+        ),
+        # perf_event_open inside `tracefs-fuse run`: the seccomp filter and its supervisor.
+        Extension(
+            "tracefs_fuse.perf._supervisor",
+            sources=["tracefs_fuse/perf/_supervisor.c"],
+            extra_compile_args=["-Wall", "-Wextra", "-Werror", "-std=gnu11"],
+            libraries=["pthread"],
+        ),
     ]
 )

@@ -100,6 +100,8 @@ class Daemon:
                                      before_release=self.tracker.catch_up)
         self.handler: RequestHandler | None = None
         self.mappings = MappingTracker(self.engine, self.ops.inodes, "", self._tgid)
+        # A perf ring is known once its mapping is (engine/_perf_events.py).
+        self.engine.perf.find_mapping = self.mappings.refresh
         self._generation = self.engine.generation
         self._writers: dict[int, tuple[TaskFacts, Task]] = {}
         self.pages = PagePusher()

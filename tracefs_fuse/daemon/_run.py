@@ -27,6 +27,8 @@ import trio
 from ..fuse._session import terminate
 from ..host import _environment, _namespace
 from ..lib import libc
+from ..perf._interception import Interception
+from ..perf._service import PerfService
 from ..record._recording import finish_recording, start_recording
 from ._config import MountConfig
 from ._daemon import Daemon
@@ -88,6 +90,12 @@ async def _run(config: MountConfig, argv: list[str], record: tuple[BinaryIO, str
         recording = await start_recording(nursery, daemon, record)
         _namespace.bind_debug_tracing(config.mountpoint)
         _namespace.writable_ftrace_enabled()
+        perf = Interception()  # perf_event_open for our events (docs/perf.md)
+
+        def child_setup() -> None:
+            _child_setup()
+            perf.in_child()
+
         with _Forwarder() as forwarder:
             try:
                 # close_fds=False: descriptors we inherited pass on to the command
@@ -96,14 +104,17 @@ async def _run(config: MountConfig, argv: list[str], record: tuple[BinaryIO, str
                 # forked the child ends, and trio.lowlevel.open_process forks in
                 # a worker thread that trio retires after 10 s idle, which
                 # killed every command running longer than that.
-                process = subprocess.Popen(argv, preexec_fn=_child_setup, close_fds=False)
+                process = subprocess.Popen(argv, preexec_fn=child_setup, close_fds=False)
             except OSError as exc:
                 print(f"tracefs-fuse run: {argv[0]}: {exc.strerror}", file=sys.stderr)
                 await finish_recording(recording)
                 terminate()
                 return 127 if exc.errno == errno.ENOENT else 126
             forwarder.started(process.pid)
+            perf.start(PerfService(daemon.engine, config.mountpoint, daemon.control_task,
+                                   daemon.engine_changed))
             status = exit_status(await _wait(process))
+            await perf.stop()
         await finish_recording(recording)
         terminate()  # unmount; the daemon's tasks then end by themselves
     return status

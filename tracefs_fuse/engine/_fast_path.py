@@ -38,7 +38,7 @@ import msgspec
 
 from ._task import Task
 from ._trace_array import TraceArray
-from ._events import TraceEvent
+from ._events import Probe, TraceEvent
 from ._memory import Tgid
 from ._user_events import UserEvent, UserEventsFile
 
@@ -145,7 +145,8 @@ class FastPath:
 
     def event(self, event: UserEvent) -> FastEvent:
         return FastEvent(
-            id=event.id, enabled=bool(event.status),
+            # A perf consumer's samples are the engine's to write: its writes go there.
+            id=event.id, enabled=bool(event.status) and not event.probes[Probe.PERF],
             recorders=tuple(i for i, tr in enumerate(self.arrays) if tr.enabled(event)),
             min_size=event.min_size, validators=event.validators)
 

@@ -33,6 +33,7 @@ from ._memory import ProcessMemory
 from ._output import OutputOptions, TraceOutput, marker_symbols
 from ._readme import README
 from ._page import HEADER_EVENT, render_header_page
+from ._perf_events import PERF_DIR, PerfEvents, PerfRoot
 from ._probes import KprobeEvents
 from ._ringbuf import MmapUpdate, RingBuffer
 from ._synth import SynthEvents
@@ -133,7 +134,8 @@ class Tracefs:
             self.events, self.top,
             header_page=lambda: render_header_page(self.buffer.subbuf_size).decode("latin-1"),
             header_event=HEADER_EVENT.decode("latin-1"))
-        self.root = Dir("", self._root_entries, mode=ROOT_MODE)
+        self.perf = PerfEvents(clocks, self._publish_perf, self.top.enable_listeners)
+        self.root = PerfRoot(self._root_entries, self.perf.node(), ROOT_MODE)
 
     def _user_event_created(self, event: UserEvent) -> None:
         self.dynamic_events.add(event)
@@ -144,11 +146,14 @@ class Tracefs:
     @property
     def generation(self) -> int:
         """Moves whenever a record lands in a buffer (blocked readers may go on)."""
-        return self.top.generation
+        return self.top.generation + self.perf.generation
 
     def _publish_mmap(self, path: tuple[str, ...], update: MmapUpdate) -> None:
         self._page_updates.extend(PageUpdate(path, offset, data)
                                   for offset, data in update.stores)
+
+    def _publish_perf(self, path: tuple[str, ...], offset: int, data: bytes) -> None:
+        self._page_updates.append(PageUpdate(path, offset, data))
 
     def take_page_updates(self) -> list[PageUpdate]:
         updates, self._page_updates = self._page_updates, []
@@ -196,6 +201,8 @@ class Tracefs:
             cpu = path[1].removeprefix("cpu")
             if cpu.isdigit() and int(cpu) < self.nr_cpus:
                 return self.buffer_files.mapping(int(cpu))
+        if len(path) == 2 and path[0] == PERF_DIR:
+            return self.perf.by_path(path[1])
         if path == ("user_events_status",) and self.status_page is not None:
             return StatusMapping(self.status_page)
         return None

@@ -1,0 +1,61 @@
+"""perf_event_open for our events inside ``tracefs-fuse run`` (docs/perf.md, issue 20).
+
+The client does what the kernel's selftest user_events/perf_test.c checks
+(perf_write, perf_empty_events); 18 checks, each printed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from ..ordinary_user import User
+
+pytestmark = pytest.mark.uses_fuse
+
+TRACING = "/sys/kernel/tracing"
+RUN = [sys.executable, "-m", "tracefs_fuse", "run", "--"]
+CHECKS = 18
+
+
+def assert_all_checks(returncode: int, out: str, err: str) -> None:
+    assert returncode == 0, out + err
+    lines = out.splitlines()
+    assert lines[-1] == f"checks {CHECKS}", out + err
+    assert sum(line.startswith("ok ") for line in lines) == CHECKS
+
+
+def test_perf_test_as_root(c_client) -> None:  # type: ignore[no-untyped-def]
+    result = subprocess.run([*RUN, str(c_client("perf_user_event")), TRACING],
+                            capture_output=True, text=True, timeout=60)
+    assert_all_checks(result.returncode, result.stdout, result.stderr)
+
+
+def test_other_perf_events_still_reach_the_kernel(c_client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Id 1 is never one of ours (ours start past the host's highest id): the
+    # call continues to the kernel and gets the kernel's answer, whatever the
+    # host has there; the same as outside run.
+    (tmp_path / "id").write_text("1\n")
+    argv = [str(c_client("perf_tracepoint")), str(tmp_path / "id")]
+    inside = subprocess.run([*RUN, *argv], capture_output=True, text=True, timeout=60)
+    outside = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert inside.returncode == 0, inside.stderr
+    assert inside.stdout == outside.stdout
+
+
+def test_perf_test_without_sudo(ordinary_user: User, c_client) -> None:  # type: ignore[no-untyped-def]
+    home = Path(tempfile.mkdtemp(prefix="tfuse-perf-"))
+    try:
+        os.chown(home, ordinary_user.uid, ordinary_user.gid)
+        home.chmod(0o755)
+        exe = shutil.copy(c_client("perf_user_event"), home / "perf_user_event")
+        result = ordinary_user.run([*ordinary_user.tracefs_fuse(), "run", "--", exe, TRACING])
+    finally:
+        shutil.rmtree(home)
+    assert_all_checks(result.returncode, result.stdout, result.stderr)

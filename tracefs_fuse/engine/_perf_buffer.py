@@ -1,0 +1,143 @@
+"""A perf event's ring (``struct perf_buffer``): the user page and the data pages.
+
+Rules:
+  * The mapping is 1 + 2^n pages (n >= 0; 1 page alone is the user page with
+    no data), shared; ``perf_mmap`` refuses anything else with EINVAL.
+  * A writable mapping makes a ring that respects the reader: a record that
+    does not fit between ``data_head`` and the reader's ``data_tail`` is
+    lost, counted, and reported by a ``PERF_RECORD_LOST`` written before the
+    next record that fits with it (``perf_output_begin``). A read-only
+    mapping overwrites: the reader cannot move a tail.
+  * ``data_head`` is stored after the record's bytes, so a reader that sees
+    the head sees the record.
+  * A wakeup (what makes ``poll()`` say POLLIN) comes every ``wakeup_events``
+    samples, or with ``watermark`` when ``wakeup_watermark`` bytes are past
+    the last wakeup (half the ring when 0).
+
+Kernel: include/uapi/linux/perf_event.h (``struct perf_event_mmap_page``),
+kernel/events/core.c (``perf_mmap``, ``perf_event_init_userpage``,
+``perf_event_update_userpage``, ``perf_poll``), kernel/events/ring_buffer.c
+(``perf_output_begin``, ``perf_output_space``, ``ring_buffer_init``).
+"""
+
+from __future__ import annotations
+
+import errno
+import struct
+from collections.abc import Callable
+
+from ._errors import TracefsError
+
+PAGE_SIZE = 4096
+
+#: struct perf_event_mmap_page, up to ``__reserved`` (96 bytes)::
+#:
+#:     __u32 version; __u32 compat_version; __u32 lock; __u32 index;
+#:     __s64 offset; __u64 time_enabled; __u64 time_running;
+#:     __u64 capabilities;         /* bit 1: cap_bit0_is_deprecated */
+#:     __u16 pmc_width; __u16 time_shift; __u32 time_mult;
+#:     __u64 time_offset; __u64 time_zero;
+#:     __u32 size; __u32 __reserved_1;
+#:     __u64 time_cycles; __u64 time_mask;
+#:     __u8 __reserved[116*8];
+#:     __u64 data_head;    /* 1024 */
+#:     __u64 data_tail;    /* 1032: written by the reader */
+#:     __u64 data_offset;  /* 1040 */
+#:     __u64 data_size;    /* 1048 */
+#:     __u64 aux_head, aux_tail, aux_offset, aux_size;
+USER_PAGE_HEAD = struct.Struct("=IIIIqQQQHHIQQIIQQ")
+assert USER_PAGE_HEAD.size == 96
+DATA_HEAD = 1024
+DATA_TAIL = 1032
+DATA_OFFSET = 1040
+CAP_BIT0_IS_DEPRECATED = 1 << 1
+
+_U64 = struct.Struct("=Q")
+
+
+def check_mapping(nr_pages: int, shared: bool, pgoff: int) -> int:
+    """``perf_mmap``'s checks; the number of data pages."""
+    if not shared or pgoff != 0:
+        raise TracefsError(errno.EINVAL, "perf mappings are shared, from offset 0")
+    data_pages = nr_pages - 1
+    if data_pages < 0 or data_pages & (data_pages - 1):
+        raise TracefsError(errno.EINVAL, "perf mappings are 1 + 2^n pages")
+    return data_pages
+
+
+class PerfBuffer:
+    """One ring, as bytes; every change is reported as (offset, bytes) of the file."""
+
+    def __init__(self, data_pages: int, *, writable: bool, wakeup_events: int,
+                 watermark: int | None) -> None:
+        self.size = data_pages * PAGE_SIZE
+        self.writable = writable
+        self.data = bytearray(self.size)
+        self.head = 0
+        #: Records lost since the last LOST record was written.
+        self.lost = 0
+        self._wakeup_events = wakeup_events
+        self._events_left = wakeup_events
+        # ring_buffer_init: no watermark asked for means half the ring.
+        self._watermark = watermark or self.size // 2
+        self._wakeup_at = 0
+        self.lock = 0
+
+    def user_page(self, *, enabled_ns: int = 0, running_ns: int = 0, count: int = 0) -> bytes:
+        """Page 0 as ``perf_event_init_userpage`` and ``perf_event_update_userpage`` leave it."""
+        head = USER_PAGE_HEAD.pack(0, 0, self.lock, 0, count, enabled_ns, running_ns,
+                                   CAP_BIT0_IS_DEPRECATED, 0, 0, 0, 0, 0, USER_PAGE_HEAD.size,
+                                   0, 0, 0)
+        page = bytearray(PAGE_SIZE)
+        page[:len(head)] = head
+        page[DATA_HEAD:DATA_HEAD + 32] = struct.pack("=QQQQ", self.head, 0, PAGE_SIZE, self.size)
+        return bytes(page)
+
+    def output(self, record: bytes, tail: int,
+               lost_record: Callable[[int], bytes]) -> tuple[list[tuple[int, bytes]], bool]:
+        """Write ``record``, after a LOST record if some are owed.
+
+        ``tail``: the reader's ``data_tail`` (ignored when overwriting).
+        Returns the file's changed ranges (data first, then ``data_head``) and
+        whether a wakeup is due.
+        """
+        if not self.size:
+            self.lost += 1
+            return [], False
+        out = lost_record(self.lost) + record if self.lost else record
+        if self.writable and (len(out) > self.size - (self.head - tail)):
+            self.lost += 1
+            return [], False
+        self.lost = 0
+        changes = self._store(out)
+        self.head += len(out)
+        changes.append((DATA_HEAD, _U64.pack(self.head)))
+        return changes, self._wakeup(len(out))
+
+    def _store(self, out: bytes) -> list[tuple[int, bytes]]:
+        start = self.head % self.size
+        first = out[:self.size - start]
+        self.data[start:start + len(first)] = first
+        changes = [(PAGE_SIZE + start, first)]
+        rest = out[len(first):]
+        if rest:
+            self.data[:len(rest)] = rest
+            changes.append((PAGE_SIZE, rest))
+        return changes
+
+    def _wakeup(self, size: int) -> bool:
+        due = False
+        if self.head - self._wakeup_at > self._watermark:
+            self._wakeup_at = self.head
+            due = True
+        if self._wakeup_events:
+            self._events_left -= 1
+            if self._events_left <= 0:
+                self._events_left = self._wakeup_events
+                due = True
+        return due
+
+    def file_bytes(self, offset: int, size: int) -> bytes:
+        """What a page fill at ``offset`` reads (the user page, then the data)."""
+        whole = self.user_page() + bytes(self.data)
+        return whole[offset:offset + size].ljust(size, b"\0")

@@ -1,0 +1,398 @@
+/*
+ * perf_event_open for our events, inside `tracefs-fuse run`: the seccomp
+ * user-notification filter CMD runs under, and the supervisor thread that
+ * answers it.
+ *
+ * Rules:
+ *  - The filter (installed in CMD's child before exec) sends perf_event_open
+ *    and every ioctl of type '$' (the perf ioctls), on x86_64 and i386, to
+ *    the supervisor; everything else is allowed without a round trip.
+ *  - The supervisor is a plain thread of ours, never the trio thread: what it
+ *    does (opening our perf files) causes FUSE requests the trio thread serves.
+ *    It asks Python only about perf_event_open calls and about ioctls on our
+ *    own files; everything else continues to the kernel at once
+ *    (SECCOMP_USER_NOTIF_FLAG_CONTINUE), untouched.
+ *  - Caller memory is read with process_vm_readv and the notification is
+ *    checked again (SECCOMP_IOCTL_NOTIF_ID_VALID) before its contents decide
+ *    anything: the caller may have been killed and its tid reused.
+ *  - One of ours is a file of our mount, opened here and installed in the
+ *    caller with SECCOMP_IOCTL_NOTIF_ADDFD + SEND (5.14+), close-on-exec as
+ *    PERF_FLAG_FD_CLOEXEC asks.
+ *
+ * Kernel: include/uapi/linux/seccomp.h, kernel/seccomp.c, Documentation/
+ * userspace-api/seccomp_filter.rst.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define NR_PERF_EVENT_OPEN_X86_64 298
+#define NR_IOCTL_X86_64 16
+#define NR_PERF_EVENT_OPEN_I386 336
+#define NR_IOCTL_I386 54
+#define PERF_IOC_TYPE 0x2400u /* '$' << 8 */
+#define PERF_FLAG_FD_CLOEXEC 8u
+#define ATTR_MAX 4096
+
+#ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+#define SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (1UL << 5)
+#endif
+#ifndef SECCOMP_ADDFD_FLAG_SEND
+#define SECCOMP_ADDFD_FLAG_SEND (1UL << 1)
+#endif
+
+/* The filter: one block per ABI, "catch perf_event_open, catch '$' ioctls". */
+#define LOAD(field) BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, field))
+static struct sock_filter filter_code[] = {
+	LOAD(arch),
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 8),
+	LOAD(nr),
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NR_PERF_EVENT_OPEN_X86_64, 14, 0),
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NR_IOCTL_X86_64, 1, 0),
+	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	/* args[1] is the cmd: its low 32 bits (little endian) */
+	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+	BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff00),
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PERF_IOC_TYPE, 9, 0),
+	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_I386, 0, 6),
+	LOAD(nr),
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NR_PERF_EVENT_OPEN_I386, 5, 0),
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NR_IOCTL_I386, 0, 3),
+	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+	BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xff00),
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PERF_IOC_TYPE, 1, 0),
+	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+};
+
+/* install_filter() -> listener fd. Called in CMD's child, before exec. */
+static PyObject *install_filter(PyObject *self, PyObject *args)
+{
+	(void)self;
+	(void)args;
+	struct sock_fprog prog = {
+		.len = sizeof(filter_code) / sizeof(filter_code[0]),
+		.filter = filter_code,
+	};
+	long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+			  SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV,
+			  &prog);
+	if (fd < 0 && errno == EINVAL) /* before 5.19 */
+		fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+			     SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+	if (fd < 0)
+		return PyErr_SetFromErrno(PyExc_OSError);
+	return PyLong_FromLong(fd);
+}
+
+typedef struct {
+	PyObject_HEAD
+	int listener;
+	int stop; /* eventfd */
+	pthread_t thread;
+	int running;
+	PyObject *on_open;  /* (tid, attr bytes, pid, cpu, group_fd, flags) -> None|int|str */
+	PyObject *on_ioctl; /* (tid, path, cmd, arg) -> (int, bytes|None) */
+	char prefix[512];   /* our perf files' directory, as /proc/<tid>/fd shows it */
+	size_t prefix_len;
+} Supervisor;
+
+static void respond(Supervisor *s, const struct seccomp_notif *req, long long val, int error,
+		    int cont)
+{
+	struct seccomp_notif_resp resp = {
+		.id = req->id, .val = val, .error = error,
+		.flags = cont ? SECCOMP_USER_NOTIF_FLAG_CONTINUE : 0,
+	};
+	/* ENOENT: the caller went away (killed); nothing to answer. */
+	(void)ioctl(s->listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+}
+
+static int still_valid(Supervisor *s, const struct seccomp_notif *req)
+{
+	__u64 id = req->id;
+	return ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
+static ssize_t read_caller(pid_t tid, uint64_t addr, void *buf, size_t size)
+{
+	struct iovec local = {buf, size}, remote = {(void *)(uintptr_t)addr, size};
+	return process_vm_readv(tid, &local, 1, &remote, 1, 0);
+}
+
+static int write_caller(pid_t tid, uint64_t addr, const void *buf, size_t size)
+{
+	struct iovec local = {(void *)buf, size}, remote = {(void *)(uintptr_t)addr, size};
+	return process_vm_writev(tid, &local, 1, &remote, 1, 0) == (ssize_t)size ? 0 : -1;
+}
+
+/* Install our file `path` in the caller as the syscall's result. */
+static void answer_with_file(Supervisor *s, const struct seccomp_notif *req, const char *path,
+			     int cloexec)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		respond(s, req, -1, -errno, 0);
+		return;
+	}
+	struct seccomp_notif_addfd addfd = {
+		.id = req->id, .flags = SECCOMP_ADDFD_FLAG_SEND, .srcfd = (__u32)fd,
+		.newfd = 0, .newfd_flags = cloexec ? O_CLOEXEC : 0,
+	};
+	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &addfd) < 0 && errno != ENOENT)
+		respond(s, req, -1, -errno, 0);
+	close(fd);
+}
+
+/* Python's answer, with the GIL held: None continue, int -errno, str a file. */
+static void apply_open_answer(Supervisor *s, const struct seccomp_notif *req, PyObject *answer,
+			      uint64_t attr_addr)
+{
+	if (answer == NULL) {
+		PyErr_WriteUnraisable(s->on_open);
+		respond(s, req, -1, -EIO, 0);
+	} else if (answer == Py_None) {
+		respond(s, req, 0, 0, 1);
+	} else if (PyLong_Check(answer)) {
+		long error = PyLong_AsLong(answer);
+		if (error == -E2BIG) { /* perf_copy_attr writes its size back */
+			__u32 size = 136;
+			(void)write_caller(req->pid, attr_addr + 4, &size, sizeof(size));
+		}
+		respond(s, req, -1, (int)error, 0);
+	} else if (PyUnicode_Check(answer)) {
+		const char *path = PyUnicode_AsUTF8(answer);
+		char copy[1024];
+		snprintf(copy, sizeof(copy), "%s", path ? path : "");
+		int cloexec = (req->data.args[4] & PERF_FLAG_FD_CLOEXEC) != 0;
+		Py_BEGIN_ALLOW_THREADS
+		answer_with_file(s, req, copy, cloexec);
+		Py_END_ALLOW_THREADS
+	} else {
+		respond(s, req, -1, -EIO, 0);
+	}
+}
+
+static void handle_open(Supervisor *s, const struct seccomp_notif *req)
+{
+	uint64_t addr = req->data.args[0];
+	unsigned char attr[ATTR_MAX];
+	ssize_t got = read_caller(req->pid, addr, attr, 8);
+	if (got == 8) {
+		__u32 size;
+		memcpy(&size, attr + 4, sizeof(size));
+		if (size == 0)
+			size = 64;
+		if (size <= ATTR_MAX) {
+			ssize_t more = read_caller(req->pid, addr, attr, size);
+			got = more < 0 ? 0 : more;
+		}
+	} else if (got < 0) {
+		got = 0;
+	}
+	if (!still_valid(s, req))
+		return;
+	PyGILState_STATE gil = PyGILState_Ensure();
+	PyObject *answer = PyObject_CallFunction(
+		s->on_open, "iy#iiiK", (int)req->pid, (const char *)attr, (Py_ssize_t)got,
+		(int)req->data.args[1], (int)req->data.args[2], (int)req->data.args[3],
+		(unsigned long long)req->data.args[4]);
+	apply_open_answer(s, req, answer, addr);
+	Py_XDECREF(answer);
+	PyGILState_Release(gil);
+}
+
+static void handle_ioctl(Supervisor *s, const struct seccomp_notif *req)
+{
+	char link[64], path[1024];
+	snprintf(link, sizeof(link), "/proc/%d/fd/%d", (int)req->pid, (int)req->data.args[0]);
+	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	if (n < 0 || (size_t)n <= s->prefix_len || memcmp(path, s->prefix, s->prefix_len) != 0) {
+		respond(s, req, 0, 0, 1); /* a real perf fd, or no perf fd at all */
+		return;
+	}
+	path[n] = '\0';
+	if (!still_valid(s, req))
+		return;
+	PyGILState_STATE gil = PyGILState_Ensure();
+	PyObject *answer = PyObject_CallFunction(
+		s->on_ioctl, "isIK", (int)req->pid, path + s->prefix_len,
+		(unsigned int)req->data.args[1], (unsigned long long)req->data.args[2]);
+	long value = -EIO;
+	const char *out = NULL;
+	Py_ssize_t out_len = 0;
+	PyObject *data = NULL;
+	if (answer && PyArg_ParseTuple(answer, "lO", &value, &data) && data != Py_None
+	    && PyBytes_AsStringAndSize(data, (char **)&out, &out_len) < 0)
+		value = -EIO;
+	if (PyErr_Occurred())
+		PyErr_WriteUnraisable(s->on_ioctl);
+	if (value >= 0 && out && write_caller(req->pid, req->data.args[2], out, out_len) < 0)
+		value = -EFAULT;
+	Py_XDECREF(answer);
+	PyGILState_Release(gil);
+	if (value < 0)
+		respond(s, req, -1, (int)value, 0);
+	else
+		respond(s, req, value, 0, 0);
+}
+
+static int is_perf_event_open(const struct seccomp_notif *req)
+{
+	return req->data.arch == AUDIT_ARCH_X86_64 ? req->data.nr == NR_PERF_EVENT_OPEN_X86_64
+						   : req->data.nr == NR_PERF_EVENT_OPEN_I386;
+}
+
+static void *supervise(void *arg)
+{
+	Supervisor *s = arg;
+	struct seccomp_notif req;
+	for (;;) {
+		struct pollfd fds[2] = {{s->listener, POLLIN, 0}, {s->stop, POLLIN, 0}};
+		if (poll(fds, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (fds[1].revents)
+			break;
+		if (fds[0].revents & (POLLHUP | POLLERR | POLLNVAL))
+			break; /* every filtered task is gone */
+		memset(&req, 0, sizeof(req));
+		if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0)
+			continue; /* ENOENT: the caller was killed meanwhile */
+		if (is_perf_event_open(&req))
+			handle_open(s, &req);
+		else
+			handle_ioctl(s, &req);
+	}
+	return NULL;
+}
+
+static int Supervisor_init(Supervisor *s, PyObject *args, PyObject *kwds)
+{
+	static char *kw[] = {"listener", "prefix", "on_open", "on_ioctl", NULL};
+	const char *prefix;
+	PyObject *on_open, *on_ioctl;
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "isOO", kw, &s->listener, &prefix, &on_open,
+					 &on_ioctl))
+		return -1;
+	if (strlen(prefix) >= sizeof(s->prefix)) {
+		PyErr_SetString(PyExc_ValueError, "prefix too long");
+		return -1;
+	}
+	strcpy(s->prefix, prefix);
+	s->prefix_len = strlen(prefix);
+	Py_INCREF(on_open);
+	Py_INCREF(on_ioctl);
+	s->on_open = on_open;
+	s->on_ioctl = on_ioctl;
+	s->stop = eventfd(0, EFD_CLOEXEC);
+	if (s->stop < 0) {
+		PyErr_SetFromErrno(PyExc_OSError);
+		return -1;
+	}
+	return 0;
+}
+
+static PyObject *Supervisor_start(Supervisor *s, PyObject *unused)
+{
+	(void)unused;
+	if (!s->running) {
+		int err = pthread_create(&s->thread, NULL, supervise, s);
+		if (err) {
+			errno = err;
+			return PyErr_SetFromErrno(PyExc_OSError);
+		}
+		s->running = 1;
+	}
+	Py_RETURN_NONE;
+}
+
+/* Stops the thread (it may be inside a Python callback: the GIL is released
+ * while we wait) and closes the listener: filtered calls then fail ENOSYS. */
+static PyObject *Supervisor_stop(Supervisor *s, PyObject *unused)
+{
+	(void)unused;
+	if (s->running) {
+		uint64_t one = 1;
+		ssize_t ignored = write(s->stop, &one, sizeof(one));
+		(void)ignored;
+		Py_BEGIN_ALLOW_THREADS
+		pthread_join(s->thread, NULL);
+		Py_END_ALLOW_THREADS
+		s->running = 0;
+	}
+	if (s->listener >= 0) {
+		close(s->listener);
+		s->listener = -1;
+	}
+	Py_RETURN_NONE;
+}
+
+static void Supervisor_dealloc(Supervisor *s)
+{
+	Py_XDECREF(Supervisor_stop(s, NULL));
+	if (s->stop >= 0)
+		close(s->stop);
+	Py_XDECREF(s->on_open);
+	Py_XDECREF(s->on_ioctl);
+	Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyMethodDef Supervisor_methods[] = {
+	{"start", (PyCFunction)Supervisor_start, METH_NOARGS, "Start answering."},
+	{"stop", (PyCFunction)Supervisor_stop, METH_NOARGS, "Stop and close the listener."},
+	{NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SupervisorType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "tracefs_fuse.perf._supervisor.Supervisor",
+	.tp_basicsize = sizeof(Supervisor),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)Supervisor_init,
+	.tp_dealloc = (destructor)Supervisor_dealloc,
+	.tp_methods = Supervisor_methods,
+};
+
+static PyMethodDef module_methods[] = {
+	{"install_filter", install_filter, METH_NOARGS,
+	 "Install the perf filter on this thread; returns the listener fd."},
+	{NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+	PyModuleDef_HEAD_INIT, "_supervisor", NULL, -1, module_methods,
+	NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__supervisor(void)
+{
+	if (PyType_Ready(&SupervisorType) < 0)
+		return NULL;
+	PyObject *m = PyModule_Create(&module);
+	if (!m)
+		return NULL;
+	Py_INCREF(&SupervisorType);
+	if (PyModule_AddObject(m, "Supervisor", (PyObject *)&SupervisorType) < 0)
+		return NULL;
+	return m;
+}
