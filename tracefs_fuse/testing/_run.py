@@ -276,14 +276,20 @@ def _callable_command(function: Callable[[], Any], workdir: Path) -> tuple[list[
         f.write(pickled)
     call = Path(name)
     result = call.with_suffix(".result")
-    return [sys.executable, "-m", "tracefs_fuse.testing._call", str(call), str(result)], result
+    return [sys.executable, "-P", "-m", "tracefs_fuse.testing._call", str(call),
+            str(result)], result
+
+
+#: How a callable's child learns this interpreter's import path: not through
+#: PYTHONPATH, which would reach the runner too (and a checkout's unbuilt
+#: source tree could then shadow the installed package there).
+CALL_PATH = "TRACEFS_FUSE_CALL_PATH"
 
 
 def _child_env(env: dict[str, str] | None) -> dict[str, str]:
     """The environment of a callable's child: this interpreter's import path."""
     env = dict(os.environ if env is None else env)
-    paths = [p or os.getcwd() for p in sys.path]
-    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env[CALL_PATH] = os.pathsep.join(p or os.getcwd() for p in sys.path)
     return env
 
 
@@ -308,7 +314,9 @@ class Running:
         self._recording = _Recording(Path(name))
         self._stdout = tempfile.TemporaryFile()
         self._stderr = tempfile.TemporaryFile()
-        runner = [sys.executable, "-m", "tracefs_fuse", "run", "--record", name,
+        # -P: the installed package, whatever the directory (a checkout's source
+        # tree has no native bridge).
+        runner = [sys.executable, "-P", "-m", "tracefs_fuse", "run", "--record", name,
                   *(arg for pattern in events for arg in ("--events", pattern)),
                   *options, "--", *argv]
         self.process = subprocess.Popen(runner, stdin=subprocess.DEVNULL,
