@@ -61,3 +61,46 @@ def test_a_daemon_that_dies_at_start_is_quoted(
 
 def test_the_fixture_runs_the_installed_package_from_a_checkout(shadow: Path) -> None:
     assert run(["true"], cwd=shadow).returncode == 0
+
+
+# -- the fixture where tracefs-fuse cannot start ----------------------------------------
+
+USER_TEST = '''
+def test_hello(user_events):
+    user_events.run(["true"])
+'''
+
+
+def pytest_without_fuse(directory: Path, *args: str, ini: str = "") -> subprocess.CompletedProcess[str]:
+    """pytest on a test of the fixture, where /dev/fuse is a plain file (in a
+    private mount namespace): tracefs-fuse cannot start there."""
+    (directory / "test_user.py").write_text(USER_TEST)
+    (directory / "pytest.ini").write_text(f"[pytest]\n{ini}")
+    (directory / "not-fuse").touch()
+    script = (f"mount --bind {directory / 'not-fuse'} /dev/fuse && exec "
+              f"{sys.executable} -m pytest -p no:cacheprovider -rs {' '.join(args)} test_user.py")
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                          cwd=directory, capture_output=True, text=True, timeout=120)
+
+
+REASON = "/dev/fuse is not a character device: it is not FUSE's"
+
+
+def test_the_fixture_without_fuse_says_tracefs_fuse_could_not_start(tmp_path: Path) -> None:
+    result = pytest_without_fuse(tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (f"TracefsFuseUnavailable: tracefs-fuse could not "
+            f"start: {REASON}\n") in result.stdout
+    assert "exited with 1" not in result.stdout
+
+
+@pytest.mark.parametrize(("args", "ini"), [
+    (("--user-events-skip-unavailable",), ""),
+    ((), "user_events_skip_unavailable = true"),
+])
+def test_the_fixture_without_fuse_skips_when_asked(tmp_path: Path, args: tuple[str, ...],
+                                                   ini: str) -> None:
+    result = pytest_without_fuse(tmp_path, *args, ini=ini)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SKIPPED [1] test_user.py:2: tracefs-fuse could not start: {REASON}" in result.stdout
+    assert "1 skipped" in result.stdout

@@ -4,7 +4,7 @@ Everything here goes through ``tracefs-fuse run --record FILE -- CMD`` (the
 same command users run by hand), so a test gets what the command line gives:
 a private tracefs at ``/sys/kernel/tracing`` for the program alone, user
 events enabled the moment the program registers them, and wherever ``run``
-works (as root, or as an ordinary user once it supports that) this does too.
+works (as root, or as an ordinary user in a user namespace of its own) this does too.
 
 * :func:`run` runs a command (or a Python callable, in a child process) to
   completion and returns a :class:`Run` with its :class:`EventList`.
@@ -214,6 +214,38 @@ class Run:
         return self
 
 
+class TracefsFuseUnavailable(RunFailed):
+    """tracefs-fuse itself could not start (no FUSE, no namespaces, ...), so
+    the command never ran. The pytest plugin can skip instead of failing
+    (``--user-events-skip-unavailable``, or ``user_events_skip_unavailable =
+    true`` in the ini file).
+
+    Attributes:
+        reason: what ``tracefs-fuse run`` said was wrong, in one line.
+    """
+
+    def __init__(self, command: list[str], reason: str, stderr: str) -> None:
+        self.command = command
+        self.reason = reason
+        super().__init__(
+            f"tracefs-fuse could not start: {reason}\n"
+            f"(so {command!r} did not run; to skip such tests instead, give pytest "
+            f"--user-events-skip-unavailable or set user_events_skip_unavailable = true in "
+            f"its ini file)\n--- stderr ---\n{stderr}")
+
+
+#: How ``tracefs-fuse run`` says that it failed itself (and exits 1).
+_RUNNER_SAYS = "tracefs-fuse run: "
+
+
+def runner_failure(returncode: int, stderr: str) -> str | None:
+    """Why ``tracefs-fuse run`` failed itself, if that is why it exited."""
+    if returncode != 1:
+        return None
+    return next((line.removeprefix(_RUNNER_SAYS) for line in stderr.splitlines()
+                 if line.startswith(_RUNNER_SAYS)), None)
+
+
 # -- following a recording as it is written ---------------------------------------------
 
 _IN_MODIFY = 0x2
@@ -354,6 +386,7 @@ class Running:
                 return found[0]
             events = self._recording.events
             if exited:
+                self.wait(None, check=False)  # TracefsFuseUnavailable if it never ran
                 raise AssertionError(
                     f"{self.command!r} exited ({self.process.returncode}) without an event "
                     f"{_what(pattern, fields)}\n{events.describe(pattern, fields)}")
@@ -368,6 +401,8 @@ class Running:
         """Wait for the command to end; its :class:`Run`.
 
         Raises:
+            TracefsFuseUnavailable: tracefs-fuse could not start (with or
+                without ``check``: the command never ran).
             RunFailed: with ``check``, if it exited non-zero.
             subprocess.TimeoutExpired: it is still running after ``timeout`` s
                 (it keeps running; :meth:`stop` ends it).
@@ -376,6 +411,9 @@ class Running:
         if self._run is None:
             self.process.wait(timeout)
             self._run = self._finish()
+        reason = runner_failure(self._run.returncode, self._run.stderr)
+        if reason is not None:
+            raise TracefsFuseUnavailable(self.command, reason, self._run.stderr)
         return self._run.check() if check else self._run
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> Run:
