@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tracefs_fuse.cli import _main as cli
+from tracefs_fuse.decode import read_lines
 from tracefs_fuse.testing import run
 
 pytestmark = pytest.mark.uses_fuse
@@ -104,3 +106,44 @@ def test_the_fixture_without_fuse_skips_when_asked(tmp_path: Path, args: tuple[s
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SKIPPED [1] test_user.py:2: tracefs-fuse could not start: {REASON}" in result.stdout
     assert "1 skipped" in result.stdout
+
+
+# -- run --record - and show ----------------------------------------------------------
+
+MARKS = "for n in 1 2 3; do echo mark-$n > /sys/kernel/tracing/trace_marker; done"
+
+
+def test_run_record_dash_writes_standard_output(tmp_path: Path) -> None:
+    result = subprocess.run([COMMAND, "run", "--record", "-", "--", "sh", "-c", MARKS],
+                            cwd=tmp_path, capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert list(tmp_path.iterdir()) == []  # no file named '-'
+    events = list(read_lines(result.stdout))
+    assert [e.fields["buf"] for e in events] == ["mark-1\n", "mark-2\n", "mark-3\n"]
+    assert result.stderr.decode().splitlines()[-1] == (
+        "tracefs-fuse: recorded 3 events to standard output")
+
+
+def test_run_record_dash_streams_into_show_dash() -> None:
+    record = subprocess.Popen([COMMAND, "run", "--record", "-", "--", "sh", "-c", MARKS],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    shown = subprocess.run([COMMAND, "show", "-"], stdin=record.stdout, capture_output=True,
+                           text=True, timeout=60)
+    assert record.stdout is not None
+    record.stdout.close()
+    assert record.wait(timeout=60) == 0 and shown.returncode == 0
+    assert [line.split(" buf=")[1] for line in shown.stdout.splitlines()] == [
+        f'"mark-{n}\\n"' for n in (1, 2, 3)]
+
+
+def test_chrome_format_of_a_recording_holds_every_event(tmp_path: Path) -> None:
+    from tests.test_show import check_trace
+
+    record = tmp_path / "events.jsonl"
+    subprocess.run([COMMAND, "run", "--record", str(record), "--", "sh", "-c",
+                    f"{MARKS}; ( {MARKS} ) & wait"], check=True, capture_output=True, timeout=60)
+    events = list(read_lines(record.read_bytes()))
+    assert len(events) == 6
+    shown = subprocess.run([COMMAND, "show", "--format", "chrome", str(record)], check=True,
+                           capture_output=True, timeout=60)
+    check_trace(json.loads(shown.stdout), events)
