@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -147,3 +148,34 @@ def test_chrome_format_of_a_recording_holds_every_event(tmp_path: Path) -> None:
     shown = subprocess.run([COMMAND, "show", "--format", "chrome", str(record)], check=True,
                            capture_output=True, timeout=60)
     check_trace(json.loads(shown.stdout), events)
+
+
+# -- run's summary ------------------------------------------------------------------
+
+DYNAMIC_EVENTS = "/sys/kernel/tracing/dynamic_events"
+
+
+def test_run_names_refused_registrations_and_patterns_that_matched_nothing(
+        tmp_path: Path) -> None:
+    # Pre-registered with other fields than the program's: the easiest mistake.
+    script = "; ".join(f'echo "u:my_event {field} count" >> {DYNAMIC_EVENTS} 2>/dev/null'
+                       for field in ("u32", "u64", "u64"))
+    result = subprocess.run(
+        [COMMAND, "run", "--record", str(tmp_path / "r.jsonl"), "--events", "my_*",
+         "--events", "nope*", "--events", "!other:*", "--", "sh", "-c", f"{script}; exit 3"],
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"tracefs-fuse: recorded 0 events to {tmp_path / 'r.jsonl'}"
+    assert re.fullmatch(r"tracefs-fuse: refused write dynamic_events from pid \d+ \(sh\): "
+                        r"EADDRINUSE: my_event exists with other fields \(2 times\)", lines[1])
+    assert lines[2:] == ["tracefs-fuse: --events 'nope*' matched no user event",
+                         "tracefs-fuse: --events '!other:*' matched no user event"]
+
+
+def test_run_summary_says_nothing_when_all_went_well() -> None:
+    result = subprocess.run(
+        [COMMAND, "run", "--events", "my_*", "--", "sh", "-c",
+         f'echo "u:my_event u32 count" >> {DYNAMIC_EVENTS}'],
+        capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stderr) == (0, "")

@@ -278,7 +278,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..daemon._run import run_in_namespace
 
     try:
-        return run_in_namespace(config, argv, _record.open_record(args))
+        return run_in_namespace(config, argv, _record.open_record(args),
+                                tuple(args.events or ()))
     finally:
         if held_back is not None:
             held_back.write_to(sys.stderr)

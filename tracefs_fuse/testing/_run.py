@@ -50,7 +50,9 @@ from ..lib import libc
 DEFAULT_EVENTS = ("user_events:*",)
 #: Events shown in a failure message, at most.
 _SHOWN = 40
-_SUMMARY = re.compile(r"tracefs-fuse: recorded \d+ events? to .*\n?\Z")
+#: The runner's line about the recording; what else its summary says (refused
+#: registrations, --events patterns that matched nothing) stays in ``stderr``.
+_SUMMARY = re.compile(r"^tracefs-fuse: recorded \d+ events? to .*\n?", re.M)
 
 Command = Union[Sequence[Union[str, "os.PathLike[str]"]], Callable[[], Any]]
 
@@ -325,6 +327,13 @@ def _child_env(env: dict[str, str] | None) -> dict[str, str]:
     return env
 
 
+def _without_summary(stderr: str) -> str:
+    found = list(_SUMMARY.finditer(stderr))
+    if not found:
+        return stderr
+    return stderr[:found[-1].start()] + stderr[found[-1].end():]
+
+
 class Running:
     """A command running under a recording tracefs (see :func:`start`)."""
 
@@ -349,7 +358,10 @@ class Running:
         # -P: the installed package, whatever the directory (a checkout's source
         # tree has no native bridge).
         runner = [sys.executable, "-P", "-m", "tracefs_fuse", "run", "--record", name,
-                  *(arg for pattern in events for arg in ("--events", pattern)),
+                  # The default unsaid: run's summary names the patterns one gave
+                  # that matched nothing, and a test that says none gave none.
+                  *(arg for pattern in (() if tuple(events) == DEFAULT_EVENTS else events)
+                    for arg in ("--events", pattern)),
                   *options, "--", *argv]
         self.process = subprocess.Popen(runner, stdin=subprocess.DEVNULL,
                                         stdout=self._stdout, stderr=self._stderr,
@@ -443,7 +455,7 @@ class Running:
         if self._owned is not None:
             shutil.rmtree(self._owned, ignore_errors=True)
         return Run(self.command, self.process.returncode, outputs[0],
-                   _SUMMARY.sub("", outputs[1]), events, result)
+                   _without_summary(outputs[1]), events, result)
 
 
 def start(command: Command, *, events: Sequence[str] = DEFAULT_EVENTS,
