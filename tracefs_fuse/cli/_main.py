@@ -235,6 +235,12 @@ them) and a /dev/fuse you may open (its usual mode is 0666).
 
 The daemon's log is held back while CMD runs and written to stderr after it
 exits, so that it never interleaves with CMD's own output; --log changes that.
+After CMD, a summary names the registrations refused and the --events
+patterns that matched no user event.
+
+A SIGINT, SIGTERM or SIGHUP sent to tracefs-fuse run itself (kill -INT PID)
+is passed on to CMD, as timeout(1) does; Ctrl-C at the terminal reaches CMD
+directly, once.
 """
 
 

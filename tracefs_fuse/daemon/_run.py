@@ -2,9 +2,9 @@
 
 Rules:
   * The command is our child, in our process group, with default signal
-    dispositions. Ctrl-C reaches it from the terminal; we ignore SIGINT
-    ourselves and wait for it to decide. SIGTERM and SIGHUP sent to us are
-    passed on to it.
+    dispositions. Ctrl-C reaches it from the terminal, and we wait for it to
+    decide; a SIGINT sent to us alone (``kill -INT``) is passed on to it, as
+    ``timeout`` does, and so are SIGTERM and SIGHUP.
   * However the command ends, we unmount and exit with its status (128+N if a
     signal N killed it). If the daemon fails while the command runs, the
     command is killed (its tracefs is gone) and we exit 1 with the reason.
@@ -18,10 +18,12 @@ Rules:
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import logging
 import os
 import signal
+import struct
 import subprocess
 import sys
 from typing import BinaryIO
@@ -33,7 +35,7 @@ from ..host import _environment, _namespace
 from ..engine import EnablePattern, Tracefs
 from ..engine._events import TraceEvent
 from ..engine._uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
-from ..lib import libc
+from ..lib import check, libc
 from ..record._recording import finish_recording, start_recording
 from ._config import MountConfig
 from ._daemon import Daemon
@@ -44,8 +46,9 @@ PR_SET_PDEATHSIG = 1
 
 
 def _child_setup() -> None:
-    # Ignored signals stay ignored across exec: give the command the default.
+    # The signal mask survives exec: the command gets SIGINT as usual.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
@@ -65,6 +68,17 @@ def run_in_namespace(config: MountConfig, argv: list[str],
     ``--events`` patterns the user gave (not a default), which the summary
     names if they matched nothing.
     """
+    # Blocked while we are the only thread, so every thread started later has
+    # it blocked too: it is only ever read from the signalfd (_Interrupts).
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        return _run_in_namespace(config, argv, record, named_events)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _run_in_namespace(config: MountConfig, argv: list[str], record: tuple[BinaryIO, str] | None,
+                      named_events: tuple[str, ...]) -> int:
     try:
         _environment.check_fuse_device()
         _namespace.enter()
@@ -108,6 +122,8 @@ async def _serve_and_run(config: MountConfig, argv: list[str],
         _namespace.bind_debug_tracing(config.mountpoint)
         _namespace.writable_ftrace_enabled()
         with _Forwarder() as forwarder:
+            interrupts = trio.CancelScope()  # entered by the task, cancelled at the end
+            nursery.start_soon(_Interrupts(forwarder, interrupts).run)
             try:
                 # close_fds=False: descriptors we inherited pass on to the command
                 # (our own are close-on-exec, Python's default). Forked here, in
@@ -118,11 +134,14 @@ async def _serve_and_run(config: MountConfig, argv: list[str],
                 process = subprocess.Popen(argv, preexec_fn=_child_setup, close_fds=False)
             except OSError as exc:
                 print(f"tracefs-fuse run: {argv[0]}: {exc.strerror}", file=sys.stderr)
+                interrupts.cancel()
                 await finish_recording(recording)
                 terminate()
                 return 127 if exc.errno == errno.ENOENT else 126
             forwarder.started(process.pid)
             status = exit_status(await _wait(process))
+            forwarder.ended()  # before any other task runs: one may be about to pass one on
+            interrupts.cancel()
         await finish_recording(recording)
         for line in [*refusals.summary(), *matches.summary()]:
             print(f"tracefs-fuse: {line}", file=sys.stderr)
@@ -141,33 +160,43 @@ async def _wait(process: subprocess.Popen[bytes]) -> int:
 
 
 class _Forwarder:
-    """Signal dispositions of the runner while the command runs.
+    """Signals for the command, passed on while it runs.
 
-    SIGINT is ignored (the terminal delivers Ctrl-C to the command as well;
-    the command decides). SIGTERM and SIGHUP are passed on, also when they
-    arrive while the command is being started. Plain handlers, not trio's
-    receiver: a signal that lands as the command exits must not be redelivered
-    to us afterwards.
+    SIGTERM and SIGHUP are passed on, also when they arrive while the command
+    is being started. Plain handlers, not trio's receiver: a signal that lands
+    as the command exits must not be redelivered to us afterwards. SIGINT
+    comes through :class:`_Interrupts`.
     """
 
     FORWARDED = (signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self) -> None:
         self._pid: int | None = None
+        self._ended = False
         self._pending: list[int] = []
         self._saved: dict[int, object] = {}
 
     def __enter__(self) -> _Forwarder:
-        self._saved[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
         for signum in self.FORWARDED:
             self._saved[signum] = signal.signal(signum, self._handle)
         return self
 
     def _handle(self, signum: int, frame: object) -> None:
+        self.forward(signum)
+
+    @property
+    def running(self) -> bool:
+        return self._pid is not None
+
+    def forward(self, signum: int) -> None:
         if self._pid is None:
             self._pending.append(signum)
-        else:
+        elif not self._ended:
             os.kill(self._pid, signum)
+
+    def ended(self) -> None:
+        """The command was reaped: its pid is not its own any more."""
+        self._ended = True
 
     def started(self, pid: int) -> None:
         self._pid = pid
@@ -251,3 +280,54 @@ class _Matches:
         return [f"--events {text!r} matched no user event"
                 for text, pattern in self._patterns
                 if not any(pattern.matches(system, name) for system, name in users)]
+
+
+class _Interrupts:
+    """SIGINT, read from a signalfd, passed on unless the terminal sent it.
+
+    Ctrl-C makes the terminal signal its whole foreground process group, the
+    command included, with ``si_code`` SI_KERNEL (``n_tty``'s ``isig()``
+    sends it privileged): the command has it already and decides. Any other
+    SIGINT was sent to us (``kill -INT``; SI_USER) and is passed on, as
+    ``timeout`` does; so is one from the terminal before the command ran.
+    """
+
+    #: <uapi/asm-generic/siginfo.h>
+    SI_KERNEL = 0x80
+    #: struct signalfd_siginfo { __u32 ssi_signo; __s32 ssi_errno; __s32 ssi_code; ...
+    #: 128 bytes in all.
+    SIGINFO = struct.Struct("<Iii")
+    SIGINFO_SIZE = 128
+    SFD_NONBLOCK = os.O_NONBLOCK
+    SFD_CLOEXEC = os.O_CLOEXEC
+
+    def __init__(self, forwarder: _Forwarder, scope: trio.CancelScope) -> None:
+        self._forwarder = forwarder
+        self._scope = scope
+
+    @classmethod
+    def _open(cls) -> int:
+        mask = (ctypes.c_ulong * (1024 // (8 * ctypes.sizeof(ctypes.c_ulong))))()
+        mask[0] = 1 << (signal.SIGINT - 1)  # sigaddset()
+        return check(libc.signalfd(-1, ctypes.byref(mask), cls.SFD_NONBLOCK | cls.SFD_CLOEXEC),
+                     "signalfd")
+
+    async def run(self) -> None:
+        """Pass SIGINT on until the scope is cancelled (the command ended)."""
+        fd = self._open()
+        try:
+            with self._scope:
+                await self._pass_on(fd)
+        finally:
+            os.close(fd)
+
+    async def _pass_on(self, fd: int) -> None:
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            try:
+                info = os.read(fd, self.SIGINFO_SIZE)
+            except BlockingIOError:
+                continue
+            _, _, code = self.SIGINFO.unpack_from(info)
+            if code != self.SI_KERNEL or not self._forwarder.running:
+                self._forwarder.forward(signal.SIGINT)
