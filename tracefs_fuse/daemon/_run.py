@@ -121,6 +121,7 @@ async def _serve_and_run(config: MountConfig, argv: list[str],
         recording = await start_recording(nursery, daemon, record)
         _namespace.bind_debug_tracing(config.mountpoint)
         _namespace.writable_ftrace_enabled()
+        _namespace.list_tracefs()
         with _Forwarder() as forwarder:
             interrupts = trio.CancelScope()  # entered by the task, cancelled at the end
             nursery.start_soon(_Interrupts(forwarder, interrupts).run)
