@@ -28,6 +28,8 @@ Rules:
 from __future__ import annotations
 
 import argparse
+import ctypes
+import importlib.metadata
 import logging
 import os
 import subprocess
@@ -518,12 +520,37 @@ examples:
 """
 
 
+def versions() -> str:
+    """``tracefs-fuse X (pyfuse3 Y, libfuse Z)``, without loading pyfuse3 or the bridge."""
+    try:
+        pyfuse3 = importlib.metadata.version("pyfuse3")
+    except importlib.metadata.PackageNotFoundError:
+        pyfuse3 = "not installed"
+    try:
+        # const char *fuse_pkgversion(void), libfuse 3's own version string.
+        pkgversion = ctypes.CDLL("libfuse3.so.3").fuse_pkgversion
+        pkgversion.restype = ctypes.c_char_p
+        libfuse = pkgversion().decode()
+    except (OSError, AttributeError):
+        libfuse = "not found"
+    return f"{PROG} {__version__} (pyfuse3 {pyfuse3}, libfuse {libfuse})"
+
+
+class _Version(argparse.Action):
+    """``--version``: the versions are looked up only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(versions())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="A user-space tracefs for Linux user_events, served over FUSE.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}",
-                        help="show the version and exit")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the version, and those of pyfuse3 and libfuse, and exit")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.add(sub)
