@@ -5,16 +5,21 @@ PYTHON ?= python3
 VENV := .venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBS := fuse3 libfuse3-dev pkg-config gcc make python3-venv python3-dev \
-        trace-cmd libtracefs-dev libtraceevent-dev strace systemd
+        trace-cmd libtracefs-dev libtraceevent-dev strace systemd shellcheck
 
-.PHONY: setup test fuzz bench oracle-test container-test clean
+.PHONY: setup share test fuzz bench oracle-test container-test clean
 
 setup:
 	$(SUDO) apt-get update
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends $(DEBS)
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --upgrade pip
+	# setuptools 77+: pyproject's SPDX license (setup.py runs with the venv's own).
+	$(VENV)/bin/pip install --upgrade pip 'setuptools>=77'
 	$(VENV)/bin/pip install -e '.[test,bench]'
+
+# The man page and shell completions, from the command line's own definition.
+share:
+	$(VENV)/bin/python share/generate.py
 
 test:
 	$(VENV)/bin/pytest

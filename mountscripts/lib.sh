@@ -1,4 +1,7 @@
-# Helpers shared by the mountscripts (sourced, not run).
+# shellcheck shell=bash
+# Helpers shared by the mountscripts (sourced, not run). $here is the directory of the
+# script that sources this.
+# shellcheck disable=SC2154
 
 die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 warn() { echo "$(basename "$0"): $*" >&2; }

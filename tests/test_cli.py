@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import subprocess
 
 import msgspec
 import pytest
@@ -27,8 +29,12 @@ def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
     return int(exit_.value.code or 0), out, err
 
 
-def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_main(["--version"], capsys) == (0, f"tracefs-fuse {__version__}\n", "")
+def test_version_names_pyfuse3_and_libfuse(capsys: pytest.CaptureFixture[str]) -> None:
+    libfuse = subprocess.run(["pkg-config", "--modversion", "fuse3"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    assert run_main(["--version"], capsys) == (
+        0, f"tracefs-fuse {__version__} (pyfuse3 {importlib.metadata.version('pyfuse3')}, "
+           f"libfuse {libfuse})\n", "")
 
 
 @pytest.mark.parametrize("argv", [[], ["run"], ["mount"], ["umount"]])

@@ -147,11 +147,12 @@ def test_a_mount_failing_after_the_checks_says_libfuse_s_reason(tmp_path: Path) 
     daemon = subprocess.Popen(
         [*CLI, "mount", "--ready-fd", str(write_fd), "--config-json",
          f'{{"mountpoint": "{gone}"}}', str(gone)],
-        pass_fds=(write_fd,), stderr=subprocess.PIPE, text=True)
+        # As _serve_background starts it: its log is stdout (stderr too, once it runs).
+        pass_fds=(write_fd,), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as ready:
         answer = ready.read().decode()
-    _, stderr = daemon.communicate(timeout=60)
+    stderr, _ = daemon.communicate(timeout=60)
     assert daemon.returncode == 1
     assert answer == f"fuse: failed to access mountpoint {gone}: No such file or directory"
     assert stderr.splitlines()[-1].endswith(f"ERROR tracefs_fuse: mount failed: {answer}")

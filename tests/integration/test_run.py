@@ -170,3 +170,64 @@ def test_run_log_file_keeps_stderr_the_command_s(  # type: ignore[no-untyped-def
                      text, re.MULTILINE), text
     assert all(line.startswith("tracefs-fuse[") for line in text.splitlines()), text
     assert "unique:" not in text and "opcode" not in text
+
+
+def test_run_passes_a_sigint_sent_to_it_alone_on() -> None:
+    # kill -INT RUN_PID (not the terminal's Ctrl-C): passed on, as timeout(1) does.
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen([*RUN, "bash", "-c", f"echo up >&{write_fd}; exec sleep 60"],
+                            pass_fds=(write_fd,), start_new_session=True)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as ready:
+        assert ready.readline() == "up\n"
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 128 + signal.SIGINT
+    assert host_fuse_tracefs_mounts() == []
+
+
+def test_run_help_says_what_becomes_of_signals(capsys: pytest.CaptureFixture[str]) -> None:
+    from tracefs_fuse.cli import _main as cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("A SIGINT, SIGTERM or SIGHUP sent to tracefs-fuse run itself (kill -INT PID) "
+            "is passed on to CMD, as timeout(1) does; Ctrl-C at the terminal reaches CMD "
+            "directly, once.") in out
+
+
+COUNT_SIGINTS = """
+import os, signal, sys
+out, stop = int(sys.argv[1]), int(sys.argv[2])
+signal.signal(signal.SIGINT, lambda *_: os.write(out, b"got\\n"))
+os.write(out, b"up\\n")
+os.read(stop, 1)
+"""
+
+
+def test_run_ctrl_c_at_a_terminal_reaches_the_command_once() -> None:
+    import fcntl
+    import pty
+    import termios
+
+    master, slave = pty.openpty()
+    out_r, out_w = os.pipe()
+    stop_r, stop_w = os.pipe()
+
+    def controlling_terminal() -> None:
+        os.setsid()
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen([*RUN, sys.executable, "-c", COUNT_SIGINTS, str(out_w), str(stop_r)],
+                            pass_fds=(out_w, stop_r), stdin=slave, stdout=slave, stderr=slave,
+                            preexec_fn=controlling_terminal)
+    for fd in (slave, out_w, stop_r):
+        os.close(fd)
+    with os.fdopen(out_r, "rb") as said:
+        assert said.readline() == b"up\n"
+        os.write(master, b"\x03")  # Ctrl-C: SIGINT to the terminal's foreground group
+        assert said.readline() == b"got\n"
+        os.close(stop_w)
+        assert proc.wait(timeout=30) == 0
+        assert said.read() == b""  # not a second time
+    os.close(master)

@@ -1,8 +1,9 @@
 """The ``tracefs-fuse`` command line.
 
 Owns: argument parsing and the sub-commands (``_main``), the recording options
-and ``show`` (``_record``).
-May import: ``daemon``, ``host``, ``decode``, ``lib``, ``engine``.
+and ``show`` (``_record``), the Trace Event Format (``_chrome``).
+May import: ``daemon``, ``host``, ``decode``, ``lib``, ``engine``, ``testing``
+(``show --event`` names events as the fixture does).
 """
 
 from ._main import main as main

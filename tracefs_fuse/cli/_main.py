@@ -28,6 +28,8 @@ Rules:
 from __future__ import annotations
 
 import argparse
+import ctypes
+import importlib.metadata
 import logging
 import os
 import subprocess
@@ -235,6 +237,12 @@ them) and a /dev/fuse you may open (its usual mode is 0666).
 
 The daemon's log is held back while CMD runs and written to stderr after it
 exits, so that it never interleaves with CMD's own output; --log changes that.
+After CMD, a summary names the registrations refused and the --events
+patterns that matched no user event.
+
+A SIGINT, SIGTERM or SIGHUP sent to tracefs-fuse run itself (kill -INT PID)
+is passed on to CMD, as timeout(1) does; Ctrl-C at the terminal reaches CMD
+directly, once.
 """
 
 
@@ -278,7 +286,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..daemon._run import run_in_namespace
 
     try:
-        return run_in_namespace(config, argv, _record.open_record(args))
+        return run_in_namespace(config, argv, _record.open_record(args),
+                                tuple(args.events or ()))
     finally:
         if held_back is not None:
             held_back.write_to(sys.stderr)
@@ -353,30 +362,55 @@ def _check_mount_permission(mountpoint: str) -> bool:
     return False
 
 
+def python_command(module: str) -> list[str]:
+    """This interpreter running ``module`` of the installed package, whatever the
+    current directory: ``-P`` keeps a checkout's unbuilt source tree (no native
+    bridge) from shadowing it."""
+    return [sys.executable, "-P", "-m", module]
+
+
+def _last_words(said: bytes) -> str | None:
+    """The last line a dead daemon printed (a traceback's ends with the error)."""
+    lines = said.decode(errors="replace").strip().splitlines()
+    return lines[-1].strip() if lines else None
+
+
 def _serve_background(config: MountConfig, log_path: str) -> int:
-    """Start the daemon detached; return once it serves (0) or has failed (1)."""
+    """Start the daemon detached; return once it serves (0) or has failed (1).
+
+    Until it serves, the daemon's stderr is a file of ours: a daemon that dies
+    before it can answer (an interpreter that cannot import the package) is
+    explained by its last line. Once serving, it writes stderr to its log.
+    """
     read_fd, write_fd = os.pipe()
     # The daemon outlives us: it must not hold our caller's terminal or pipes
     # (a shell's $(...) would wait for it forever).
     try:
-        with open(log_path, "ab") as log_file:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "tracefs_fuse", "mount", "--foreground",
-                 "--ready-fd", str(write_fd), "--config-json", encode_config(config).decode(),
-                 config.mountpoint],
-                pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=log_file,
-                stderr=log_file, start_new_session=True)
+        with (os.fdopen(read_fd, "rb") as ready, open(log_path, "ab") as log_file,
+              tempfile.TemporaryFile() as startup):
+            try:
+                child = subprocess.Popen(
+                    [*python_command("tracefs_fuse"), "mount", "--foreground",
+                     "--ready-fd", str(write_fd), "--config-json",
+                     encode_config(config).decode(), config.mountpoint],
+                    pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=log_file,
+                    stderr=startup, start_new_session=True)
+            finally:
+                os.close(write_fd)
+            answer = ready.read()
+            if answer == b"ok":
+                return 0
+            child.wait()
+            startup.seek(0)
+            said = startup.read()
     except OSError as exc:
-        os.close(read_fd)
         return _problem("mount", exc)
-    finally:
-        os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as ready:
-        answer = ready.read()
-    if answer == b"ok":
-        return 0
-    child.wait()
-    reason = answer.decode(errors="replace") or f"the daemon exited with {child.returncode}"
+    reason = answer.decode(errors="replace")
+    if not reason:
+        reason = f"the daemon exited with {child.returncode}"
+        last = _last_words(said)
+        if last:
+            reason += f": {last}"
     print(f"{PROG} mount: {reason}", file=sys.stderr)
     return 1
 
@@ -393,6 +427,11 @@ def _serve_foreground(config: MountConfig, ready_fd: int | None) -> int:
 
     from ..daemon._daemon import Daemon  # loads the bridge, then pyfuse3
 
+    if ready_fd is not None:
+        # Started by _serve_background: its startup file has done its work (we
+        # got this far); from here on, failures are told through ready_fd and
+        # everything else goes to our log, which is stdout.
+        os.dup2(1, 2)
     startup = tempfile.TemporaryFile()
     stderr = os.dup(2)
     os.dup2(startup.fileno(), 2)
@@ -481,12 +520,37 @@ examples:
 """
 
 
+def versions() -> str:
+    """``tracefs-fuse X (pyfuse3 Y, libfuse Z)``, without loading pyfuse3 or the bridge."""
+    try:
+        pyfuse3 = importlib.metadata.version("pyfuse3")
+    except importlib.metadata.PackageNotFoundError:
+        pyfuse3 = "not installed"
+    try:
+        # const char *fuse_pkgversion(void), libfuse 3's own version string.
+        pkgversion = ctypes.CDLL("libfuse3.so.3").fuse_pkgversion
+        pkgversion.restype = ctypes.c_char_p
+        libfuse = pkgversion().decode()
+    except (OSError, AttributeError):
+        libfuse = "not found"
+    return f"{PROG} {__version__} (pyfuse3 {pyfuse3}, libfuse {libfuse})"
+
+
+class _Version(argparse.Action):
+    """``--version``: the versions are looked up only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(versions())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="A user-space tracefs for Linux user_events, served over FUSE.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}",
-                        help="show the version and exit")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the version, and those of pyfuse3 and libfuse, and exit")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.add(sub)

@@ -18,8 +18,11 @@ Rules:
     private) tracefs is mounted at ``/sys/kernel/tracing`` first and ours on top
     of it: the first ``tracefs`` line names the right directory, and path
     lookups reach the top mount, ours. Where we may not (no tracefs in the
-    kernel; a user namespace, where tracefs cannot be mounted), this is said
-    once, and tools must be told the path; see docs/emulation.md.
+    kernel; a user namespace, where tracefs cannot be mounted),
+    ``/proc/mounts`` is covered by a copy that lists one there
+    (:func:`list_tracefs`), so that trace-cmd works rootless too; only where
+    even that is refused is it said, and tools must be told the path (see
+    docs/emulation.md).
   * ``/sys/kernel/tracing`` must exist to be mounted on. Where it does not
     (sysfs without tracefs), a tmpfs is mounted over ``/sys/kernel`` holding
     just ``tracing`` and ``debug/tracing``; the rest of ``/sys/kernel`` is then
@@ -40,7 +43,7 @@ import logging
 import os
 import tempfile
 
-from ..lib import check, libc
+from ..lib import check, libc, syscall
 from . import _environment, _mountinfo
 
 log = logging.getLogger(__name__)
@@ -151,12 +154,64 @@ def prepare_tracing_dir() -> str:
         try:
             mount("nodev", TRACING, "tracefs")
         except OSError as exc:
-            why = ("tracefs cannot be mounted in a user namespace" if exc.errno == errno.EPERM
-                   else f"mount tracefs: {exc.strerror}")
-            log.warning("no real tracefs beneath ours (%s): libtracefs and trace-cmd, which "
-                        "look for type 'tracefs' in /proc/mounts, must be given the path "
-                        "(docs/emulation.md)", why)
+            log.debug("no real tracefs beneath ours: %s", exc.strerror)
     return TRACING
+
+
+#: <uapi/linux/mount.h>; the syscalls' numbers are the same on every architecture.
+SYS_OPEN_TREE = 428
+SYS_MOVE_MOUNT = 429
+OPEN_TREE_CLONE = 1
+MOVE_MOUNT_F_EMPTY_PATH = 0x4
+AT_FDCWD = -100
+PROC_MOUNTS = "/proc/mounts"
+#: What a tracefs line of /proc/mounts says (tracefs mounted by systemd, as by hand).
+TRACEFS_LINE = f"tracefs {TRACING} tracefs rw,nosuid,nodev,noexec,relatime 0 0\n"
+
+
+def list_tracefs() -> bool:
+    """Make ``/proc/mounts`` list a tracefs beneath ours, if it lists none there.
+
+    libtracefs (and so trace-cmd) finds tracefs only by a line of type
+    ``tracefs`` in ``/proc/mounts``, and a user namespace may not mount one.
+    ``/proc/mounts`` is a symlink (``self/mounts``); a copy of this
+    namespace's mounts, with the line a real tracefs beneath ours would add,
+    is mounted over the symlink itself (``move_mount`` without
+    ``MOVE_MOUNT_T_SYMLINKS`` does not follow it). Only that name changes:
+    ``/proc/self/mounts`` and ``mountinfo`` stay the kernel's, and the copy
+    is of the mounts as the command starts.
+
+    Returns:
+        Whether tools find a tracefs at ``/sys/kernel/tracing`` now.
+    """
+    if "tracefs" in mounted_types(TRACING):
+        return True
+    with open("/proc/self/mounts") as f:
+        lines = f.readlines()
+    ours = next((i for i, line in enumerate(lines) if line.split()[1:3] == [TRACING, "fuse.tracefs"]),
+                len(lines))
+    lines.insert(ours, TRACEFS_LINE)
+    fd, copy = tempfile.mkstemp(prefix="tracefs-fuse-mounts-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.writelines(lines)
+        os.chmod(copy, 0o444)
+        tree = syscall(SYS_OPEN_TREE, AT_FDCWD, os.fsencode(copy),
+                       OPEN_TREE_CLONE | os.O_CLOEXEC)
+        try:
+            syscall(SYS_MOVE_MOUNT, tree, b"", AT_FDCWD, os.fsencode(PROC_MOUNTS),
+                    MOVE_MOUNT_F_EMPTY_PATH)
+        finally:
+            os.close(tree)
+    except OSError as exc:
+        log.warning("no tracefs listed beneath ours (tracefs cannot be mounted here, and "
+                    "covering %s failed: %s): libtracefs and trace-cmd, which look for type "
+                    "'tracefs' there, must be given the path (docs/emulation.md)",
+                    PROC_MOUNTS, exc.strerror)
+        return False
+    finally:
+        os.unlink(copy)  # the mount keeps the file; nothing is left behind
+    return True
 
 
 def bind_debug_tracing(mountpoint: str) -> None:

@@ -13,9 +13,10 @@ from ._run import EventList as EventList
 from ._run import Run as Run
 from ._run import RunFailed as RunFailed
 from ._run import Running as Running
+from ._run import TracefsFuseUnavailable as TracefsFuseUnavailable
 from ._run import name_matches as name_matches
 from ._run import run as run
 from ._run import start as start
 
-__all__ = ["DEFAULT_EVENTS", "Command", "EventList", "Run", "RunFailed", "Running", "name_matches",
-           "run", "start"]
+__all__ = ["DEFAULT_EVENTS", "Command", "EventList", "Run", "RunFailed", "Running",
+           "TracefsFuseUnavailable", "name_matches", "run", "start"]

@@ -2,13 +2,14 @@
 
 The child that :func:`tracefs_fuse.testing.run` starts for a Python callable,
 under ``tracefs-fuse run`` like any command. The callable comes pickled (by
-reference: the parent's import path is in ``PYTHONPATH``); its return value
+reference: the parent's import path is in ``TRACEFS_FUSE_CALL_PATH``); its return value
 goes back pickled to RESULT. If it raises, the traceback goes to stderr and
 the exit status is 1.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import sys
 import traceback
@@ -16,6 +17,7 @@ import traceback
 
 def main(argv: list[str]) -> int:
     call, result = argv
+    sys.path[:0] = filter(None, os.environ.pop("TRACEFS_FUSE_CALL_PATH", "").split(os.pathsep))
     with open(call, "rb") as f:
         function = pickle.load(f)
     try:

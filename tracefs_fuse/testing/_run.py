@@ -4,7 +4,7 @@ Everything here goes through ``tracefs-fuse run --record FILE -- CMD`` (the
 same command users run by hand), so a test gets what the command line gives:
 a private tracefs at ``/sys/kernel/tracing`` for the program alone, user
 events enabled the moment the program registers them, and wherever ``run``
-works (as root, or as an ordinary user once it supports that) this does too.
+works (as root, or as an ordinary user in a user namespace of its own) this does too.
 
 * :func:`run` runs a command (or a Python callable, in a child process) to
   completion and returns a :class:`Run` with its :class:`EventList`.
@@ -50,7 +50,9 @@ from ..lib import libc
 DEFAULT_EVENTS = ("user_events:*",)
 #: Events shown in a failure message, at most.
 _SHOWN = 40
-_SUMMARY = re.compile(r"tracefs-fuse: recorded \d+ events? to .*\n?\Z")
+#: The runner's line about the recording; what else its summary says (refused
+#: registrations, --events patterns that matched nothing) stays in ``stderr``.
+_SUMMARY = re.compile(r"^tracefs-fuse: recorded \d+ events? to .*\n?", re.M)
 
 Command = Union[Sequence[Union[str, "os.PathLike[str]"]], Callable[[], Any]]
 
@@ -214,6 +216,38 @@ class Run:
         return self
 
 
+class TracefsFuseUnavailable(RunFailed):
+    """tracefs-fuse itself could not start (no FUSE, no namespaces, ...), so
+    the command never ran. The pytest plugin can skip instead of failing
+    (``--user-events-skip-unavailable``, or ``user_events_skip_unavailable =
+    true`` in the ini file).
+
+    Attributes:
+        reason: what ``tracefs-fuse run`` said was wrong, in one line.
+    """
+
+    def __init__(self, command: list[str], reason: str, stderr: str) -> None:
+        self.command = command
+        self.reason = reason
+        super().__init__(
+            f"tracefs-fuse could not start: {reason}\n"
+            f"(so {command!r} did not run; to skip such tests instead, give pytest "
+            f"--user-events-skip-unavailable or set user_events_skip_unavailable = true in "
+            f"its ini file)\n--- stderr ---\n{stderr}")
+
+
+#: How ``tracefs-fuse run`` says that it failed itself (and exits 1).
+_RUNNER_SAYS = "tracefs-fuse run: "
+
+
+def runner_failure(returncode: int, stderr: str) -> str | None:
+    """Why ``tracefs-fuse run`` failed itself, if that is why it exited."""
+    if returncode != 1:
+        return None
+    return next((line.removeprefix(_RUNNER_SAYS) for line in stderr.splitlines()
+                 if line.startswith(_RUNNER_SAYS)), None)
+
+
 # -- following a recording as it is written ---------------------------------------------
 
 _IN_MODIFY = 0x2
@@ -276,15 +310,28 @@ def _callable_command(function: Callable[[], Any], workdir: Path) -> tuple[list[
         f.write(pickled)
     call = Path(name)
     result = call.with_suffix(".result")
-    return [sys.executable, "-m", "tracefs_fuse.testing._call", str(call), str(result)], result
+    return [sys.executable, "-P", "-m", "tracefs_fuse.testing._call", str(call),
+            str(result)], result
+
+
+#: How a callable's child learns this interpreter's import path: not through
+#: PYTHONPATH, which would reach the runner too (and a checkout's unbuilt
+#: source tree could then shadow the installed package there).
+CALL_PATH = "TRACEFS_FUSE_CALL_PATH"
 
 
 def _child_env(env: dict[str, str] | None) -> dict[str, str]:
     """The environment of a callable's child: this interpreter's import path."""
     env = dict(os.environ if env is None else env)
-    paths = [p or os.getcwd() for p in sys.path]
-    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env[CALL_PATH] = os.pathsep.join(p or os.getcwd() for p in sys.path)
     return env
+
+
+def _without_summary(stderr: str) -> str:
+    found = list(_SUMMARY.finditer(stderr))
+    if not found:
+        return stderr
+    return stderr[:found[-1].start()] + stderr[found[-1].end():]
 
 
 class Running:
@@ -308,8 +355,13 @@ class Running:
         self._recording = _Recording(Path(name))
         self._stdout = tempfile.TemporaryFile()
         self._stderr = tempfile.TemporaryFile()
-        runner = [sys.executable, "-m", "tracefs_fuse", "run", "--record", name,
-                  *(arg for pattern in events for arg in ("--events", pattern)),
+        # -P: the installed package, whatever the directory (a checkout's source
+        # tree has no native bridge).
+        runner = [sys.executable, "-P", "-m", "tracefs_fuse", "run", "--record", name,
+                  # The default unsaid: run's summary names the patterns one gave
+                  # that matched nothing, and a test that says none gave none.
+                  *(arg for pattern in (() if tuple(events) == DEFAULT_EVENTS else events)
+                    for arg in ("--events", pattern)),
                   *options, "--", *argv]
         self.process = subprocess.Popen(runner, stdin=subprocess.DEVNULL,
                                         stdout=self._stdout, stderr=self._stderr,
@@ -346,6 +398,7 @@ class Running:
                 return found[0]
             events = self._recording.events
             if exited:
+                self.wait(None, check=False)  # TracefsFuseUnavailable if it never ran
                 raise AssertionError(
                     f"{self.command!r} exited ({self.process.returncode}) without an event "
                     f"{_what(pattern, fields)}\n{events.describe(pattern, fields)}")
@@ -360,6 +413,8 @@ class Running:
         """Wait for the command to end; its :class:`Run`.
 
         Raises:
+            TracefsFuseUnavailable: tracefs-fuse could not start (with or
+                without ``check``: the command never ran).
             RunFailed: with ``check``, if it exited non-zero.
             subprocess.TimeoutExpired: it is still running after ``timeout`` s
                 (it keeps running; :meth:`stop` ends it).
@@ -368,6 +423,9 @@ class Running:
         if self._run is None:
             self.process.wait(timeout)
             self._run = self._finish()
+        reason = runner_failure(self._run.returncode, self._run.stderr)
+        if reason is not None:
+            raise TracefsFuseUnavailable(self.command, reason, self._run.stderr)
         return self._run.check() if check else self._run
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> Run:
@@ -397,7 +455,7 @@ class Running:
         if self._owned is not None:
             shutil.rmtree(self._owned, ignore_errors=True)
         return Run(self.command, self.process.returncode, outputs[0],
-                   _SUMMARY.sub("", outputs[1]), events, result)
+                   _without_summary(outputs[1]), events, result)
 
 
 def start(command: Command, *, events: Sequence[str] = DEFAULT_EVENTS,

@@ -13,6 +13,13 @@ run``), with user events enabled as the program registers them. Commands a
 test started and left running are stopped when it ends. See
 :mod:`tracefs_fuse.testing` for the objects it returns, and
 docs/testing-your-events.md for a walk-through.
+
+Where tracefs-fuse cannot start (no ``/dev/fuse``, user namespaces refused),
+a test fails with :class:`~tracefs_fuse.testing.TracefsFuseUnavailable`, whose
+first line says why. On machines where that is expected, opt in to skipping
+such tests instead, with the reason shown in pytest's summary (``-rs``): the
+command-line flag ``--user-events-skip-unavailable`` or the ini option
+``user_events_skip_unavailable = true``.
 """
 
 from __future__ import annotations
@@ -20,11 +27,34 @@ from __future__ import annotations
 import itertools
 import os
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Generator, Iterator, Sequence
 
 import pytest
 
-from ._run import DEFAULT_EVENTS, Command, Run, Running, start
+from ._run import DEFAULT_EVENTS, Command, Run, Running, TracefsFuseUnavailable, start
+
+#: The opt-in to skip, not fail, where tracefs-fuse cannot start.
+SKIP_OPTION = "--user-events-skip-unavailable"
+SKIP_INI = "user_events_skip_unavailable"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    help = ("skip, not fail, a test whose user_events fixture finds that tracefs-fuse "
+            "cannot start here (no FUSE, ...); the reason shows in the summary")
+    parser.getgroup("tracefs-fuse").addoption(SKIP_OPTION, action="store_true", help=help)
+    parser.addini(SKIP_INI, help=help, type="bool", default=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    try:
+        return (yield)
+    except TracefsFuseUnavailable as exc:
+        if item.config.getoption(SKIP_OPTION) or item.config.getini(SKIP_INI):
+            # Reported at the test, as a skip marker's are (not at this line).
+            raise pytest.skip.Exception(f"tracefs-fuse could not start: {exc.reason}",
+                                        _use_item_location=True) from None
+        raise
 
 
 class UserEvents:
@@ -71,7 +101,10 @@ class UserEvents:
 
     def close(self) -> None:
         for running in self._running:
-            running.stop()
+            try:
+                running.stop()
+            except TracefsFuseUnavailable:
+                pass  # the test saw it, if it waited for anything
 
 
 @pytest.fixture
