@@ -67,10 +67,10 @@ UE_FLOW = Section("ue_flow", '"$b/ue_flow" "$t"', (
 CLIENT_SECTIONS = (
     UE_FLOW,
     Section("ue_procs-thread", '"$b/ue_procs" "$t" thread',
-            ("thread: bit set", "thread: bit clear")),
+            ("ok thread: bit set by enable", "ok thread: bit cleared by disable")),
     Section("ue_procs-fork", '"$b/ue_procs" "$t" fork', (
-        "parent: enabled seen", "child: enabled seen", "child: disabled seen",
-        "parent: disabled seen, child exit 0"), unordered=True),
+        "ok parent: enabled seen", "ok child: enabled seen", "ok child: disabled seen",
+        "ok parent: disabled seen", "ok parent: child exited 0"), unordered=True),
     Section("legacy_5_18", '"$b/legacy_5_18" "$t" "old u32 count"', (
         "registered index=1 write_index=0",
         "status=0x00", "enable=0", "status=0x01", "wrote=8 count=0", "enable=0", "status=0x00",
