@@ -85,13 +85,21 @@ CLIENT_SECTIONS = (
     ), stdin=STATUS_PAGE_FLOW, after="echo '!u:mid' >> \"$t/dynamic_events\""),
 )
 
+#: A shell command that returns once every per-CPU recorder of a ``trace-cmd record`` run in the
+#: current directory has created its ``trace.dat.cpuN``: trace-cmd 3.1.6 stops a recorder that
+#: has not yet created it when the traced command is already gone ("can not stat
+#: 'trace.dat.cpu0'"), and the file is the one sign of a recorder's start-up outside trace-cmd.
+#: The recorders read what was written before they started: the ring buffer keeps it.
+WAIT_FOR_RECORDERS = ("for c in /sys/kernel/tracing/per_cpu/cpu*; do "
+                      "until [ -e trace.dat.${c##*/} ]; do sleep 0.01; done; done")
+
 #: Debian's trace-cmd records five events of ue_emit and decodes them (as tests/integration/
 #: test_trace_cmd.py on the host). The event is created first: trace-cmd enables it before the
-#: program starts; the program outlives the recorders' start-up (see that test for why).
+#: program starts; the program starts once the recorders have (WAIT_FOR_RECORDERS).
 TRACE_CMD_SECTION = Section("trace-cmd", """(
     d=$(mktemp -d) && trap 'rm -rf "$d"' EXIT && cd "$d" || exit
     echo 'u:emit u32 count; char[16] msg' >> "$t/dynamic_events" || exit
-    trace-cmd record -e user_events:emit sh -c "sleep 0.5; exec '$b/ue_emit' '$t' 5" || exit
+    trace-cmd record -e user_events:emit sh -c '""" + WAIT_FOR_RECORDERS + """; exec "$0" "$1" 5' "$b/ue_emit" "$t" || exit
     trace-cmd report
 )""", tuple(f"emit: count={i} msg=msg-{i}" for i in range(5)),
     report=r"^ *ue_emit-\d+ +\[\d{3}\] +[\d.]+: (emit: .*)$")
