@@ -98,8 +98,8 @@ def test_status_page_abi_matches_linux_6_1(oracle_6_1: Kernel, static_client,  #
     assert without_known_divergences(ours) == without_known_divergences(kernel)
     # 6.1 prints a fixed array's length from a member user_events never sets: zeroed memory
     # (Oracle.BOOT_PARAMETERS) gives "[]", which we print too; garbage gives any number.
-    format_a = next(line for line in kernel if line.startswith("flow.format_a="))
-    assert "\\tfield:char s[];\\t" in format_a, format_a
+    format_b = next(line for line in kernel if line.startswith("flow.format_b="))  # char[8] s
+    assert "\\tfield:char s[];\\t" in format_b, format_b
     assert "flow.perf_open_b=0" in kernel
     assert "flow.perf_open_b=EINVAL" in ours  # the host refuses our id (not one of its own)
 
