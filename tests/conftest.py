@@ -14,8 +14,14 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from hypothesis import settings
 
 from . import real_tracefs
+
+# Hypothesis fails an example slower than 200 ms by default: on a loaded 2-CPU machine (CI, or
+# helpers sharing it) an ordinary example can take that long. Speed is bench/'s; no deadline.
+settings.register_profile("tracefs-fuse", deadline=None)
+settings.load_profile("tracefs-fuse")
 
 CLIENTS = Path(__file__).parent / "clients"
 

@@ -3,25 +3,17 @@
 // usage: bridge_block wait FILE      read() until something happens; SIGINT
 //                                    has a handler without SA_RESTART
 //        bridge_block nonblock FILE  open blocking, then fcntl(O_NONBLOCK)
-// Prints "read=<ret> errno=<name> ms=<elapsed>" after the read returns.
+// Prints "read=<ret> errno=<name>" after the read returns.
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 static void on_sigint(int sig)
 {
 	(void)sig;
-}
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 int main(int argc, char **argv)
@@ -45,10 +37,7 @@ int main(int argc, char **argv)
 		return errno;
 	}
 	char buf[64];
-	double t0 = now_ms();
 	ssize_t n = read(fd, buf, sizeof(buf));
-	int err = errno;
-	printf("read=%zd errno=%s ms=%.1f\n", n, n < 0 ? strerrorname_np(err) : "0",
-	       now_ms() - t0);
+	printf("read=%zd errno=%s\n", n, n < 0 ? strerrorname_np(errno) : "0");
 	return 0;
 }

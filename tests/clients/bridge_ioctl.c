@@ -102,11 +102,8 @@ int main(int argc, char **argv)
 		printf("ret=%d v0=%llu v1=%llu\n", ret, (unsigned long long)v[0],
 		       (unsigned long long)v[1]);
 	} else if (!strcmp(mode, "unknown")) {
-		double t0 = now_us();
 		int ret = ioctl(fd, IOC_UNKNOWN, 0);
-		int err = errno;
-		printf("ret=%d errno=%s us=%.0f\n", ret, ret < 0 ? strerrorname_np(err) : "0",
-		       now_us() - t0);
+		printf("ret=%d errno=%s\n", ret, ret < 0 ? strerrorname_np(errno) : "0");
 	} else if (!strncmp(mode, "bench", 5) && argc == 4) {
 		unsigned long cmd = strcmp(mode, "bench-task") ? IOC_NOP : IOC_NOP_TASK;
 		double end = now_us() + atof(argv[3]) * 1e6, t0 = now_us();

@@ -6,8 +6,10 @@
  *                         disable through its own copy of the word
  *   ue_procs DIR many N   N children each register an event and exit
  *
- * Waits for a bit are bounded spins (the kernel updates forked children
- * asynchronously too); every failure exits non-zero with a message.
+ * Prints "ok <check>" per check; the first wrong result prints
+ * "FAIL <check>: ..." and exits 1 (a child's failure is the parent's too:
+ * it checks the child's exit status). Waits for a bit are bounded spins
+ * (the kernel updates forked children asynchronously too).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +33,9 @@ static void die(const char *what)
 	printf("FAIL %s: %s\n", what, strerror(errno));
 	exit(1);
 }
+
+#define CHECK(cond, what) do { if (!(cond)) { printf("FAIL %s: not as expected\n", what); \
+	exit(1); } printf("ok %s\n", what); } while (0)
 
 static int open_data(void)
 {
@@ -91,10 +96,11 @@ static int cmd_thread(void)
 	pthread_t t;
 	pthread_create(&t, NULL, thread_main, &fd);
 	pthread_join(t, NULL);
+	/* The enable write returns once every enabler's bit is written. */
 	enable("thread_test", "1");
-	printf("thread: bit %s\n", word & 8 ? "set" : "clear");
+	CHECK(word & 8, "thread: bit set by enable");
 	enable("thread_test", "0");
-	printf("thread: bit %s\n", word & 8 ? "set" : "clear");
+	CHECK(!(word & 8), "thread: bit cleared by disable");
 	return 0;
 }
 
@@ -109,29 +115,32 @@ static int cmd_fork(void)
 	pid_t pid = fork();
 	if (pid == 0) {
 		/* child: wait for "enabled", check; wait for "disabled", check */
+		close(to_child[1]);
+		close(to_parent[0]);
 		if (read(to_child[0], &c, 1) != 1)
 			die("child read");
-		printf("child: enabled %s\n", wait_bit(&word, 1, 1) ? "seen" : "NOT SEEN");
-		fflush(stdout);
+		CHECK(wait_bit(&word, 1, 1), "child: enabled seen");
 		if (write(to_parent[1], "k", 1) != 1 || read(to_child[0], &c, 1) != 1)
 			die("child sync");
-		printf("child: disabled %s\n", wait_bit(&word, 1, 0) ? "seen" : "NOT SEEN");
+		CHECK(wait_bit(&word, 1, 0), "child: disabled seen");
 		return 0;
 	}
+	/* Only the child holds these ends: its failure ends the parent's read. */
+	close(to_child[0]);
+	close(to_parent[1]);
 	enable("fork_test", "1");
 	/* The kernel sets it from a work item here: after fork() the page is
 	 * shared copy-on-write and its pin with FOLL_NOFAULT fails. */
-	printf("parent: enabled %s\n", wait_bit(&word, 1, 1) ? "seen" : "NOT SEEN");
-	fflush(stdout);
+	CHECK(wait_bit(&word, 1, 1), "parent: enabled seen");
 	if (write(to_child[1], "e", 1) != 1 || read(to_parent[0], &c, 1) != 1)
 		die("parent sync");
 	enable("fork_test", "0");
 	if (write(to_child[1], "d", 1) != 1)
 		die("parent write");
 	int status;
-	waitpid(pid, &status, 0);
-	printf("parent: disabled %s, child exit %d\n", wait_bit(&word, 1, 0) ? "seen" : "NOT SEEN",
-	       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	CHECK(wait_bit(&word, 1, 0), "parent: disabled seen");
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "parent: child exited 0");
 	return 0;
 }
 
@@ -140,17 +149,29 @@ static int cmd_many(int n)
 	for (int i = 0; i < n; i++) {
 		pid_t pid = fork();
 		if (pid == 0) {
+			/* The parent never registered: each child starts from its
+			 * clean word, whatever the siblings before it did. */
 			char command[64];
 			snprintf(command, sizeof command, "many_%d u32 a", i % 5);
+			if (word != 0) {
+				printf("FAIL many: child %d started with word %#x\n", i, word);
+				_exit(1);
+			}
 			reg(open_data(), command, &word, 0);
+			if (word != 0) {
+				printf("FAIL many: child %d's disabled event set word %#x\n", i, word);
+				_exit(1);
+			}
 			_exit(0);
 		}
 		int status;
-		waitpid(pid, &status, 0);
-		if (!WIFEXITED(status) || WEXITSTATUS(status))
-			die("child failed");
+		if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) {
+			printf("FAIL many: child %d failed\n", i);
+			exit(1);
+		}
 	}
-	printf("many: %d children registered and exited\n", n);
+	printf("ok many: %d children registered and exited\n", n);
+	CHECK(word == 0, "many: the parent's word untouched");
 	return 0;
 }
 

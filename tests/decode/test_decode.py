@@ -6,7 +6,7 @@ import struct
 
 import msgspec
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tracefs_fuse.decode import (Event, EventFormat, FieldFormat, FormatError, Lost, PageError,
@@ -194,7 +194,6 @@ def test_comm_and_tgid_come_from_the_lookups() -> None:
     assert (event.comm, event.tgid) == ("prog", 40)
 
 
-@settings(deadline=None)  # a loaded CI machine is no failure
 @given(st.binary(max_size=200))
 def test_any_record_decodes_without_raising(payload: bytes) -> None:
     fmt = user_format("u32 a; char[8] s; __data_loc char[] d; __rel_loc u16[] r; "

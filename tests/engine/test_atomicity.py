@@ -164,4 +164,4 @@ class Engine(RuleBasedStateMachine):
 
 
 TestEngineAtomicity = Engine.TestCase
-TestEngineAtomicity.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
+TestEngineAtomicity.settings = settings(max_examples=150, stateful_step_count=30)

@@ -69,7 +69,7 @@ def pages(tracefs: Tracefs) -> list[list[bytes]]:
             for cpu in buffer.cpus]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(st.integers(0, 2**32), st.sampled_from([4, 8, 1410]))
 def test_fast_path_intake_writes_what_write_would(seed: int, size_kb: int) -> None:
     rng = random.Random(seed)

@@ -211,7 +211,7 @@ def test_inject_into_ftrace_print() -> None:
     assert tfs.buffer.get_total_entries().entries == 1
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.binary(max_size=120) | st.text(alphabet="abs=0x1-'\" \\", max_size=40)
        .map(lambda s: s.encode()))
 def test_any_bytes_succeed_or_raise_tracefs_error(data: bytes) -> None:

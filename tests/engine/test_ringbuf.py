@@ -807,7 +807,7 @@ def check_counters(buffer: RingBuffer, ledger: Ledger) -> None:
         assert ledger.lost_stored[cpu] <= stats.overrun
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
 def test_ringbuf_every_record_is_read_buffered_or_overrun(ops: list[tuple[Any, ...]]) -> None:
     buffer, clock = make_buffer(1)  # two pages a CPU: wraps soon

@@ -377,7 +377,7 @@ def test_ids_exhausted_is_enodev() -> None:
 # -- any bytes either work or are a TracefsError (house style invariant) ------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.binary(max_size=200) | st.text(
     alphabet=" \t;!:/-_[]s0123456789abcdefghijklmnopqrstuvwxyzunsigedchar", max_size=80)
        .map(lambda s: s.encode()))

@@ -7,7 +7,7 @@ import struct
 
 import msgspec
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tracefs_fuse.eventheader import (Encoding, EventHeaderDecoder, EventHeaderError, Format,
@@ -533,14 +533,12 @@ def test_eventheader_shorter_than_a_header_is_an_error() -> None:
         decode(b"\x07" * 7)
 
 
-@settings(deadline=None)  # a loaded CI machine is no failure
 @given(st.binary(min_size=8, max_size=300))
 def test_eventheader_any_bytes_decode_without_raising(data: bytes) -> None:
     info, fields, error = decode(data)
     assert isinstance(fields, dict)
 
 
-@settings(deadline=None)  # a loaded CI machine is no failure
 @given(st.binary(max_size=120), st.binary(max_size=120))
 def test_eventheader_any_metadata_decodes_without_raising(block: bytes, payload: bytes) -> None:
     decode(header() + extension(EXT_METADATA, block) + payload)

@@ -26,9 +26,9 @@ pytestmark = pytest.mark.uses_fuse
 TESTFS = Path(__file__).with_name("bridge_testfs.py")
 MOUNT_TIMEOUT_S = 30.0
 EVENT_TIMEOUT_S = 10.0
+# Bounds on a hang, never speed claims (those live in bench/): a loaded 2-CPU machine
+# can take seconds to spawn or schedule a client.
 EXIT_TIMEOUT_S = 10.0
-# A blocked reader must be gone this soon after a signal; measured 2-30 ms.
-SIGNAL_BOUND_S = 2.0
 CClient = Callable[[str], Path]
 
 
@@ -193,11 +193,9 @@ def test_ioctl_reply_data_is_copied_to_caller(testfs: MountedFs,
     assert (out["ret"], out["v0"], out["v1"]) == ("0", "42", "100")
 
 
-def test_ioctl_unknown_is_enotty_quickly(testfs: MountedFs,
-                                         c_client: CClient) -> None:
+def test_ioctl_unknown_is_enotty(testfs: MountedFs, c_client: CClient) -> None:
     out = run_client(c_client, "bridge_ioctl", "unknown", testfs.path("ioctl"))
-    assert out["errno"] == "ENOTTY"
-    assert float(out["us"]) < 100_000
+    assert out == {"ret": "-1", "errno": "ENOTTY"}
 
 
 def test_dual_read_text_mmap_binary_and_notify_store(
@@ -213,15 +211,12 @@ def test_dual_read_text_mmap_binary_and_notify_store(
     assert out["mapped_after_reopen"] == "c0ffee01abababab0badf00d"
 
 
-def test_blocked_read_ends_promptly_on_sigkill(testfs: MountedFs,
-                                               c_client: CClient) -> None:
+def test_blocked_read_ends_on_sigkill(testfs: MountedFs, c_client: CClient) -> None:
     client = testfs.spawn(str(c_client("bridge_block")), "wait",
                           testfs.path("block"))
     testfs.events.wait_for(f"blocked {client.pid}")
-    t0 = time.monotonic()
     client.kill()
     assert client.wait(EXIT_TIMEOUT_S) == -signal.SIGKILL
-    assert time.monotonic() - t0 < SIGNAL_BOUND_S
     testfs.events.wait_for(f"interrupted {client.pid}")
 
 
@@ -230,12 +225,10 @@ def test_blocked_read_returns_eintr_on_sigint(testfs: MountedFs,
     client = testfs.spawn(str(c_client("bridge_block")), "wait",
                           testfs.path("block"))
     testfs.events.wait_for(f"blocked {client.pid}")
-    t0 = time.monotonic()
     client.send_signal(signal.SIGINT)
     out, _ = client.communicate(timeout=EXIT_TIMEOUT_S)
-    assert time.monotonic() - t0 < SIGNAL_BOUND_S
     assert client.returncode == 0
-    assert "read=-1 errno=EINTR" in out
+    assert out == "read=-1 errno=EINTR\n"
     # The handler's attempt to reply inside interrupted() was refused.
     testfs.events.wait_for(f"reply-refused {client.pid}")
 
@@ -259,21 +252,20 @@ def test_interrupt_before_watch_is_reported_by_watch_interrupts(
         os.close(fd)
     assert testfs.events.wait_for("late-watch") == f"late-watch {client.pid} True"
     out, _ = client.communicate(timeout=EXIT_TIMEOUT_S)
-    assert "read=-1 errno=EINTR" in out
+    assert out == "read=-1 errno=EINTR\n"
 
 
 def test_blocked_readers_do_not_starve_other_requests(
         testfs: MountedFs, c_client: CClient) -> None:
-    """Twice as many blocked readers as pyfuse3 workers (MAX_TASKS = 4)."""
+    """Twice as many blocked readers as pyfuse3 workers (MAX_TASKS = 4): a starved ioctl
+    would wait for as long as they block, past run_client's bound."""
     clients = [testfs.spawn(str(c_client("bridge_block")), "wait",
                             testfs.path("block")) for _ in range(8)]
     for client in clients:
         testfs.events.wait_for(f"blocked {client.pid}")
-    t0 = time.monotonic()
     out = run_client(c_client, "bridge_ioctl", "data", testfs.path("ioctl"))
     assert out["v0"] == "42"
     assert testfs.status()["reads"] > 0
-    assert time.monotonic() - t0 < SIGNAL_BOUND_S
     for client in clients:
         client.kill()
     for client in clients:
@@ -284,7 +276,7 @@ def test_fcntl_nonblock_shows_in_per_read_flags(testfs: MountedFs,
                                                 c_client: CClient) -> None:
     out = run_client(c_client, "bridge_block", "nonblock",
                      testfs.path("block"))
-    assert out["errno"] == "EAGAIN"
+    assert out == {"read": "-1", "errno": "EAGAIN"}
     flags = int(testfs.events.wait_for("nonblock").split()[1], 16)
     assert flags & os.O_NONBLOCK
 

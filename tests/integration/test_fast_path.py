@@ -13,9 +13,11 @@ CPU 0, so both mounts file every record under the same CPU.
 from __future__ import annotations
 
 import mmap
+import re
 import random
 import struct
 import subprocess
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -211,8 +213,21 @@ def test_fast_path_time_stamps_fall_within_the_write(tracefs: Mount, c_client: C
     assert any(e.extended for e in events)
     for event, before, following in zip(events, befores, befores[1:] + [1 << 64]):
         assert before <= event.ts <= following
-    served = tracefs.log_text().count("served natively")
-    assert served == 0 if "--no-fast-path" in mount_options else served > 2000
+    decided = Counter(_FAST_PATH_DECISION.findall(tracefs.log_text()))
+    if "--no-fast-path" in mount_options:
+        assert not decided
+    else:
+        # Every write was decided once. How many the fast path served depends on scheduling
+        # (a writer's task facts going stale, a full staging ring: the engine's path then, as
+        # designed), so the share is not asserted here: its effect is bench/'s throughput.
+        assert sum(decided.values()) == len(events), decided
+        assert set(decided) <= {"served natively", "task", "staging_full"}, decided
+        assert decided["served natively"] > 0, "the fast path served nothing: nothing tested"
+
+
+#: What ``--debug`` logs for each user_events_data write the fast path looked at.
+_FAST_PATH_DECISION = re.compile(r"tracefs fast path: unique: \d+, user_events write of \d+ "
+                                 r"bytes by \d+: (.+)$", re.M)
 
 
 def test_fast_path_disable_is_seen_by_every_later_write(tracefs: Mount,

@@ -89,8 +89,9 @@ def test_run_without_sudo_registers_from_threads_and_children(
                                f"{procs} {TRACING} thread && {procs} {TRACING} many 20 && "
                                f"cat {TRACING}/user_events_status")
     assert rc == 0, out + err
-    assert out.splitlines()[:3] == ["thread: bit set", "thread: bit clear",
-                                    "many: 20 children registered and exited"]
+    assert out.splitlines()[:4] == ["ok thread: bit set by enable", "ok thread: bit cleared by disable",
+                                    "ok many: 20 children registered and exited",
+                                    "ok many: the parent's word untouched"]
 
 
 def test_run_without_sudo_forked_children_inherit_enablers(
@@ -100,8 +101,8 @@ def test_run_without_sudo_forked_children_inherit_enablers(
     rc, out, err = run_as_user(ordinary_user, client("ue_procs"), TRACING, "fork")
     assert rc == 0, out + err
     assert sorted(out.splitlines()) == sorted([
-        "parent: enabled seen", "child: enabled seen", "child: disabled seen",
-        "parent: disabled seen, child exit 0"])
+        "ok parent: enabled seen", "ok child: enabled seen", "ok child: disabled seen",
+        "ok parent: disabled seen", "ok parent: child exited 0"])
 
 
 def test_mount_without_sudo_goes_through_fusermount3(

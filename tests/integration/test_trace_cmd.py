@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from ..client_suite import WAIT_FOR_RECORDERS
+
 pytestmark = pytest.mark.uses_fuse
 
 RUN = [sys.executable, "-m", "tracefs_fuse", "run", "--"]
@@ -19,13 +21,11 @@ EVENT = "u:emit u32 count; char[16] msg"
 def test_trace_cmd_record_and_report(tmp_path: Path, c_client, mode: list[str]) -> None:  # type: ignore[no-untyped-def]
     # trace-cmd enables the event before the program starts, so the event must
     # exist already: created through dynamic_events, as on a real kernel.
-    # The traced command outlives the recorders' start-up: trace-cmd 3.1.6
-    # stops a recorder that has not yet created its trace.dat.cpuN when the
-    # command is already gone ("can not stat 'trace.dat.cpu0'"), and nothing
-    # outside trace-cmd tells when its recorders are ready.
+    # The traced command starts once the recorders have (WAIT_FOR_RECORDERS: without
+    # that wait, 1 run in 6 lost its recorder here).
     script = (f"echo '{EVENT}' >> /sys/kernel/tracing/dynamic_events && "
               f"trace-cmd record {' '.join(mode)} -e user_events:emit "
-              f"sh -c 'sleep 0.5; exec {c_client('ue_emit')} /sys/kernel/tracing 5'")
+              f"sh -c '{WAIT_FOR_RECORDERS}; exec {c_client('ue_emit')} /sys/kernel/tracing 5'")
     record = subprocess.run([*RUN, "sh", "-c", script], cwd=tmp_path, capture_output=True,
                             text=True, timeout=120)
     assert record.returncode == 0, record.stdout + record.stderr

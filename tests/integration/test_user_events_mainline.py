@@ -42,18 +42,19 @@ def test_errno_table_matches_the_kernel(tracefs: Mount, c_client) -> None:  # ty
 
 def test_register_from_a_second_thread(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]
     assert run(c_client("ue_procs"), str(tracefs), "thread").splitlines() == [
-        "thread: bit set", "thread: bit clear"]
+        "ok thread: bit set by enable", "ok thread: bit cleared by disable"]
 
 
 def test_forked_child_sees_enable_changes(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]
     out = run(c_client("ue_procs"), str(tracefs), "fork").splitlines()
     assert sorted(out) == sorted([
-        "parent: enabled seen", "child: enabled seen", "child: disabled seen",
-        "parent: disabled seen, child exit 0"])
+        "ok parent: enabled seen", "ok child: enabled seen", "ok child: disabled seen",
+        "ok parent: disabled seen", "ok parent: child exited 0"])
 
 
 def test_exiting_processes_leave_no_enablers(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]
-    run(c_client("ue_procs"), str(tracefs), "many", "50")
+    assert run(c_client("ue_procs"), str(tracefs), "many", "50").splitlines() == [
+        "ok many: 50 children registered and exited", "ok many: the parent's word untouched"]
     # Exits reach the daemon asynchronously (so do the kernel's own deferred
     # deletions); the events go once the last enabler is dropped.
     assert wait_until(lambda: tracefs.read("user_events_status") == "\nActive: 0\nBusy: 0\n")

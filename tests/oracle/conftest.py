@@ -5,7 +5,8 @@ it on a real Linux with CONFIG_USER_EVENTS booted in QEMU (``tests/oracle/
 kernel``: built from Debian's packages on first use, a few minutes per
 kernel; ``make oracle-test`` builds both before pytest starts) and against a
 tracefs-fuse mount, and compares what the two printed. They are kept out of
-``make test``: building and booting kernels is too slow for every CI run.
+``make test`` (building kernels takes minutes); ``.ci/run`` runs them after it,
+with the kernels cached between runs.
 """
 
 from __future__ import annotations
