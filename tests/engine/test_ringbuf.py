@@ -847,7 +847,7 @@ def test_ringbuf_every_record_is_read_buffered_or_overrun(ops: list[tuple[Any, .
             buffer.reset(arg)
             ledger.reset(arg)
         elif kind == "map":
-            for offset, data in buffer.map(arg, 0, 1).stores[1:]:
+            for _, data in buffer.map(arg, 0, 1).stores[1:]:
                 decode_page(data, zero_tail=False)
         elif kind == "unmap":
             try:
@@ -861,7 +861,7 @@ def test_ringbuf_every_record_is_read_buffered_or_overrun(ops: list[tuple[Any, .
             except TracefsError as exc:
                 assert exc.errno == errno.ENODEV
                 continue
-            for offset, data in update.stores[1:]:
+            for _, data in update.stores[1:]:
                 decode_page(data, zero_tail=False)
             ledger.by_get_reader[arg] += buffer.statistics().cpus[arg].read_events - before
         else:

@@ -439,7 +439,9 @@ def test_delete_rules() -> None:
     f = w.open()
     w.reg(f, c, "v02 u32 a", bit=0)
     w.reg(f, c, "v12 u32 a", bit=1, flags=uapi.USER_EVENT_REG_PERSIST)
-    del_ = lambda name: w.data.ioctl(f, DEL, c.name(name, Client.NAMES + 1024), c.task)
+    def del_(name: str) -> int:
+        return w.data.ioctl(f, DEL, c.name(name, Client.NAMES + 1024), c.task)
+
     assert errno_of(lambda: del_("nothere")) == errno.ENOENT
     assert errno_of(lambda: del_("v02")) == errno.EBUSY
     assert errno_of(lambda: del_("v12")) == errno.EBUSY

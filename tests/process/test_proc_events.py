@@ -16,7 +16,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests.process.test_memory import TIMEOUT_S, Client, spawn  # noqa: F401  (fixture)
+from tests.process.test_memory import TIMEOUT_S, Client
 from tracefs_fuse.engine._memory import Tgid
 from tracefs_fuse.process._memory import ClientMemory
 from tracefs_fuse.process._proc_events import (

@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 from typing import Callable, Iterable, Protocol
 
+from ._clock import TraceClock
 from ._errors import TracefsError
 from ._events import EventFile, EventTable, TraceEvent
 from ._options import TraceOptions
@@ -29,7 +30,13 @@ from ._task import Task
 class TraceBuffer(Protocol):
     """The ring buffer a trace array records into (:class:`~._ringbuf.RingBuffer`)."""
 
-    subbuf_size: int
+    @property
+    def subbuf_size(self) -> int:
+        ...
+
+    @property
+    def clock(self) -> TraceClock:
+        ...
 
     def write(self, cpu: int, record: bytes) -> bool:
         ...

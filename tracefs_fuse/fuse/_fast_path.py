@@ -151,7 +151,7 @@ class NativeWrites:
             return
         if fh not in self._files:
             released = self._released
-            self._files[fh] = (weakref.ref(file, lambda _, fh=fh: released.append(fh)), 0)
+            self._files[fh] = (weakref.ref(file, lambda _: released.append(fh)), 0)
         self._dirty_files.add(fh)
 
     def remember(self, task: Task) -> None:
