@@ -1198,3 +1198,24 @@ def test_ringbuf_live_kernel_mmap_sequences(real_tracefs_root: Path) -> None:
     finally:
         os.sched_setaffinity(0, affinity)
         inst.rmdir()
+
+
+@pytest.mark.parametrize(("size", "delta", "before"), [
+    (16, 0, 0),              # the first event on a page: delta 0
+    (16, 1 << 19, 1),        # header word (delta << 5) | type_len: its top byte is delta >> 19
+    (16, 0x5A << 19, 0x5A),
+    (16, 1 << 27, 0),        # a TIME_EXTEND carries the delta; the event's own is 0
+    (200, 1 << 20, 0),       # a long event: array[0] (its length) comes last
+])
+def test_ringbuf_accept_sees_the_byte_before_the_body(size: int, delta: int,
+                                                      before: int) -> None:
+    """What ``*(char *)(entry - 1)`` reads in a reserved event (user_event_validate)."""
+    buffer, clock = make_buffer()
+    if delta:
+        buffer.write(0, record(8))
+        clock.advance(delta)
+    seen: list[int] = []
+    assert buffer.write(0, record(size, 1), lambda byte: seen.append(byte) is None)
+    assert seen == [before]
+    assert not buffer.write(0, record(size, 2), lambda byte: False)  # discarded
+    assert seqs_of(buffer, 0)[-1] == 1

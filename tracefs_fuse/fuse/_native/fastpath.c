@@ -559,8 +559,10 @@ static struct staged_record *reserve(size_t need, uint64_t *head)
 
 /* --- one write -------------------------------------------------------------------- */
 
-/* user_event_validate(), as the engine's UserEvent.validate() does it;
- * 0 if valid, -1 if not, 1 if only the engine can tell. */
+/* user_event_validate(), as the engine's UserEvent.validate() does it, on
+ * the entry as encoded in the staging ring: entry[-1] is the last byte of
+ * its event header, which the kernel's `*(char *)(pos - 1)` reads for an
+ * empty __data_loc string at offset 0.  0 if valid, -1 if not. */
 static int validate(const struct fp_event *ev, const unsigned char *entry,
                     size_t end)
 {
@@ -574,12 +576,8 @@ static int validate(const struct fp_event *ev, const unsigned char *entry,
         size_t stop = start + (loc >> 16);
         if (stop > end)
             return -1;
-        if (v->ensure_null) {
-            if (stop == 0)
-                return 1;  /* the engine's reading of a 0-byte field */
-            if (entry[stop - 1] != 0)
-                return -1;
-        }
+        if (v->ensure_null && entry[(ptrdiff_t)stop - 1] != 0)
+            return -1;
     }
     return 0;
 }
@@ -695,7 +693,6 @@ static int decide(const struct fuse_in_header *in,
     size_t need = (sizeof(struct staged_record) + 16 + entry_len + 7) &
                   ~(size_t)7;
     uint64_t head = atomic_load_explicit(&fp.head, memory_order_relaxed);
-    const unsigned char *first_entry = NULL;
     for (unsigned a = 0; a < FP_MAX_ARRAYS; a++) {
         if (!(recording >> a & 1))
             continue;
@@ -711,9 +708,10 @@ static int decide(const struct fuse_in_header *in,
         struct trace_entry e = {.type = f->ids[index], .pid = (int32_t)in->pid};
         memcpy(entry, &e, sizeof(e));
         memcpy(entry + sizeof(e), data + 4, arg->size - 4);
-        if (!first_entry && ev->nval && validate(ev, entry, entry_len))
-            return FP_INVALID;  /* the engine answers (or decides) */
-        first_entry = entry;
+        /* Each array's entry, as the kernel validates each file's
+         * reservation (their headers differ). */
+        if (ev->nval && validate(ev, entry, entry_len))
+            return FP_INVALID;  /* the engine answers */
         r->size = (uint32_t)need;
         r->cpu = t->cpu;
         r->array = (uint8_t)a;
