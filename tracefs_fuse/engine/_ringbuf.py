@@ -1334,11 +1334,6 @@ class RingBuffer:
             raise TracefsError(errno.EINVAL, "buffer_size_kb must be at least 1")
         self.resize((kb << 10) & _U64, cpu)
 
-    def expand(self) -> None:
-        """``tracing_update_buffers``: grow a boot-time buffer to its real size."""
-        if not self.expanded:
-            self.resize(self.trace_buf_size)
-
     def set_subbuf_order(self, order: int) -> None:
         """``ring_buffer_subbuf_order_set``: sub-buffers of ``PAGE_SIZE << order``.
 
