@@ -41,6 +41,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from ..integration.conftest import Mount, start_mount, stop_mount
+from ..fuse.test_bridge import testfs  # noqa: F401  (fixture, for test_fault_bridge.py)
 from ..ordinary_user import User, ordinary_user
 
 #: How long a client may take to do what a test asks of it: never reached

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial.fault_abort import abort, connection
-from tests.fuse.test_bridge import MountedFs, run_client, testfs  # noqa: F401  (fixture)
+from tests.fuse.test_bridge import MountedFs, run_client
 
 pytestmark = [pytest.mark.uses_fuse, pytest.mark.slow]
 STEP_TIMEOUT_S = 10.0

@@ -83,28 +83,42 @@ def run_bounded(mount: Mount, argv: list[str], input: str | None = None) -> str:
 
 
 class Interactive:
-    """A client that prints lines and waits for ours, every step bounded."""
+    """A client that prints lines and waits for ours, every step bounded.
+
+    Its output is read unbuffered, lines kept here: two lines the client
+    printed back to back arrive in one read, and a select() on the pipe for
+    the second would wait for output that already came (a buffered reader
+    hid it, and a loaded machine made that a "hang").
+    """
 
     def __init__(self, mount: Mount, argv: list[str]) -> None:
         self.mount = mount
         self.argv = argv
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, bufsize=1)
+                                     bufsize=0)
+        self.pending = b""
 
     def line(self) -> str:
         assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], STEP_TIMEOUT_S)
-        if not ready:
-            raise _hung(self.mount, " ".join(self.argv), self.proc)
-        return self.proc.stdout.readline().strip()
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.pending:
+            ready, _, _ = select.select([fd], [], [], STEP_TIMEOUT_S)
+            if not ready:
+                raise _hung(self.mount, " ".join(self.argv), self.proc)
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break  # the client exited: what it left, then ""
+            self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line.decode().strip()
 
     def finish(self) -> list[str]:
         try:
-            out, _ = self.proc.communicate("go\n", timeout=STEP_TIMEOUT_S)
+            out, _ = self.proc.communicate(b"go\n", timeout=STEP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise _hung(self.mount, " ".join(self.argv), self.proc) from None
         assert self.proc.returncode == 0
-        return out.splitlines()
+        return (self.pending + out).decode().splitlines()
 
 
 class Bystander:
@@ -228,7 +242,7 @@ def _stop_and_send(mount: Mount, clients: list[Interactive]) -> None:
         _until("the daemon stops", lambda: _stopped(daemon))
         for step, client in enumerate(clients, start=1):
             assert client.proc.stdin is not None
-            client.proc.stdin.write("go\n")
+            client.proc.stdin.write(b"go\n")
             client.proc.stdin.flush()
             _until(f"request {step} queued", lambda step=step: int(waiting.read_text()) >= step)
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Callable
 
 from tracefs_fuse.engine._memory import Tgid
 from tracefs_fuse.engine._task import Task
@@ -73,18 +74,25 @@ class FakeMemory:
 
 
 class FakeRecorder:
-    """A RecordSink that keeps what it is given."""
+    """A RecordSink that keeps what it is given.
+
+    ``before``: the byte a reservation has just before the entry (the last
+    byte of a ring buffer event's header), which ``accept`` is asked about.
+    """
 
     def __init__(self, *, on: bool = True, max_length: int = 4080) -> None:
         self.on = on
         self.max_length = max_length
+        self.before = 0
         self.entries: list[tuple[bytes, Task]] = []
 
     def can_record(self, length: int, cpu: int) -> bool:
         return self.on and length <= self.max_length
 
-    def record(self, entry: bytes, task: Task) -> None:
-        self.entries.append((bytes(entry), task))
+    def record(self, entry: bytes, task: Task,
+               accept: Callable[[int], bool] | None = None) -> None:
+        if accept is None or accept(self.before):
+            self.entries.append((bytes(entry), task))
 
 
 class Client:

@@ -511,7 +511,7 @@ def test_legacy_full_page_refuses_u_lines_before_their_fields(abi: Abi) -> None:
     fill_page(w, abi)
     task = Task(pid=1, tgid=1, perfmon=True)  # type: ignore[arg-type]
     for line in ("full u32 a", "full u33 a"):
-        assert errno_of(lambda: w.registry.create_persistent(line, task)) == errno.EMFILE
+        assert errno_of(lambda: w.registry.create_persistent(line, task)) == errno.EMFILE  # noqa: B023
     assert len(w.registry) == 0
 
 
@@ -751,7 +751,7 @@ def test_legacy_6_1_dynamic_events_replay_linux_6_1_192() -> None:
     task = replay.c.task
     for key, command in (("dyn.create", "u:__legacy_dyn u32 x; u64 y\n"),
                          ("dyn.create_flags", "u:__legacy_dyn2:FLAG u32 x\n")):
-        replay.put(key, replay.rc(lambda: w.dynamic_events.write(command.encode(), task)))
+        replay.put(key, replay.rc(lambda: w.dynamic_events.write(command.encode(), task)))  # noqa: B023
     replay.put("dyn.listing", w.dynamic_events.render())
     replay.text("dyn.status")
     f = w.open()
@@ -759,5 +759,5 @@ def test_legacy_6_1_dynamic_events_replay_linux_6_1_192() -> None:
     f.release()
     for key, command in (("dyn.delete_by_name", "-:__legacy_dyn\n"),
                          ("dyn.delete_with_fields", "-:__legacy_dyn2 u32 x\n")):
-        replay.put(key, replay.rc(lambda: w.dynamic_events.write(command.encode(), task)))
+        replay.put(key, replay.rc(lambda: w.dynamic_events.write(command.encode(), task)))  # noqa: B023
     assert {k: golden[k] for k in replay.out} == replay.out

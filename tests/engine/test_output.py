@@ -165,8 +165,8 @@ class Replay:
             if line is not None:
                 out.append(self._ns(line.ts))
                 continue
-            before = [(j, self._ns(l.ts)) for j, l in known if j < i]
-            after = [(j, self._ns(l.ts)) for j, l in known if j > i]
+            before = [(j, self._ns(k.ts)) for j, k in known if j < i]
+            after = [(j, self._ns(k.ts)) for j, k in known if j > i]
             lo_i, lo = before[-1] if before else (-1, stamps[0] - 1_000 * (len(assigned) + 1))
             hi_i, hi = after[0] if after else (len(assigned), stamps[-1] + 1_000 * len(assigned))
             out.append(lo + (hi - lo) * (i - lo_i) // (hi_i - lo_i))

@@ -201,14 +201,12 @@ def test_ringbuf_buffer_size_kb_table(written: int, reads: int, nr_subbufs: int)
 
 
 def test_ringbuf_boot_buffer_is_unexpanded() -> None:
-    """The top level at boot: ``7 (expanded: 1408)``; expanded it reads 1410."""
+    """The top level at boot: ``7 (expanded: 1408)``; a size written expands it."""
     buffer = RingBuffer(2, TraceClocks.from_source(ManualClock()).default, expanded=False)
     assert buffer.render_buffer_size_kb() == b"7 (expanded: 1408)\n"
     assert buffer.render_buffer_total_size_kb() == b"14 (expanded: 2816)\n"
-    buffer.expand()
-    assert buffer.render_buffer_size_kb() == b"1410\n"
     buffer.write_buffer_size_kb(b"7")
-    buffer.expand()  # only once
+    assert buffer.render_buffer_size_kb() == b"7\n"
     assert buffer.render_buffer_total_size_kb() == b"14\n"
 
 
@@ -847,7 +845,7 @@ def test_ringbuf_every_record_is_read_buffered_or_overrun(ops: list[tuple[Any, .
             buffer.reset(arg)
             ledger.reset(arg)
         elif kind == "map":
-            for offset, data in buffer.map(arg, 0, 1).stores[1:]:
+            for _, data in buffer.map(arg, 0, 1).stores[1:]:
                 decode_page(data, zero_tail=False)
         elif kind == "unmap":
             try:
@@ -861,7 +859,7 @@ def test_ringbuf_every_record_is_read_buffered_or_overrun(ops: list[tuple[Any, .
             except TracefsError as exc:
                 assert exc.errno == errno.ENODEV
                 continue
-            for offset, data in update.stores[1:]:
+            for _, data in update.stores[1:]:
                 decode_page(data, zero_tail=False)
             ledger.by_get_reader[arg] += buffer.statistics().cpus[arg].read_events - before
         else:
@@ -1198,3 +1196,24 @@ def test_ringbuf_live_kernel_mmap_sequences(real_tracefs_root: Path) -> None:
     finally:
         os.sched_setaffinity(0, affinity)
         inst.rmdir()
+
+
+@pytest.mark.parametrize(("size", "delta", "before"), [
+    (16, 0, 0),              # the first event on a page: delta 0
+    (16, 1 << 19, 1),        # header word (delta << 5) | type_len: its top byte is delta >> 19
+    (16, 0x5A << 19, 0x5A),
+    (16, 1 << 27, 0),        # a TIME_EXTEND carries the delta; the event's own is 0
+    (200, 1 << 20, 0),       # a long event: array[0] (its length) comes last
+])
+def test_ringbuf_accept_sees_the_byte_before_the_body(size: int, delta: int,
+                                                      before: int) -> None:
+    """What ``*(char *)(entry - 1)`` reads in a reserved event (user_event_validate)."""
+    buffer, clock = make_buffer()
+    if delta:
+        buffer.write(0, record(8))
+        clock.advance(delta)
+    seen: list[int] = []
+    assert buffer.write(0, record(size, 1), lambda byte: seen.append(byte) is None)
+    assert seen == [before]
+    assert not buffer.write(0, record(size, 2), lambda byte: False)  # discarded
+    assert seqs_of(buffer, 0)[-1] == 1

@@ -439,7 +439,9 @@ def test_delete_rules() -> None:
     f = w.open()
     w.reg(f, c, "v02 u32 a", bit=0)
     w.reg(f, c, "v12 u32 a", bit=1, flags=uapi.USER_EVENT_REG_PERSIST)
-    del_ = lambda name: w.data.ioctl(f, DEL, c.name(name, Client.NAMES + 1024), c.task)
+    def del_(name: str) -> int:
+        return w.data.ioctl(f, DEL, c.name(name, Client.NAMES + 1024), c.task)
+
     assert errno_of(lambda: del_("nothere")) == errno.ENOENT
     assert errno_of(lambda: del_("v02")) == errno.EBUSY
     assert errno_of(lambda: del_("v12")) == errno.EBUSY
@@ -542,6 +544,10 @@ def dl(offset: int, length: int) -> bytes:
     ("d __data_loc char[] s; u32 n", dl(16, 7) + b"\0\0\0\0" + b"world\0", False),
     ("d __data_loc char[] s; u32 n", dl(16, 5) + b"\0\0\0\0" + b"world\0", False),
     ("d __data_loc char[] s; u32 n", dl(16, 0) + b"\7\0\0\0", True),
+    # An empty string at offset 0: its terminator would be the byte before
+    # the entry, the reservation's (0 here: FakeRecorder.before), never the
+    # record's last byte.
+    ("d __data_loc char[] s; u32 n", dl(0, 0) + b"\0\0\0\7", True),
     ("d __rel_loc char[] s", dl(0, 6) + b"relat\0", True),
     ("d __rel_loc char[] s", dl(1, 6) + b"relat\0", False),
     ("d __data_loc u32[] s", dl(12, 2) + b"\1\2", True),  # no NUL check without char
@@ -558,6 +564,21 @@ def test_write_validates_dynamic_fields(command: str, payload: bytes, ok: bool) 
     else:
         assert errno_of(lambda: write(w, f, c, 0, payload)) == errno.EFAULT
         assert w.recorder.entries == []
+
+
+def test_empty_data_loc_string_at_offset_0_is_checked_before_the_entry() -> None:
+    """user_event_validate: ``*(char *)(pos - 1)`` with ``pos = data + 0 + 0``."""
+    w = World()
+    c = w.client()
+    f = w.open()
+    w.reg(f, c, "d __data_loc char[] s; u32 n")
+    w.enable("d")
+    w.recorder.before = 0x2A  # a ring buffer event header's last byte, not 0
+    assert errno_of(lambda: write(w, f, c, 0, dl(0, 0) + bytes(4))) == errno.EFAULT
+    assert w.recorder.entries == []
+    w.recorder.before = 0
+    assert write(w, f, c, 0, dl(0, 0) + b"\0\0\0\7") == 12
+    assert len(w.recorder.entries) == 1
 
 
 def test_write_not_validated_when_nothing_would_record() -> None:

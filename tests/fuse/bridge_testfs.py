@@ -1,8 +1,8 @@
 """Test-only pyfuse3 filesystem that exercises the native bridge.
 
 Run as ``python bridge_testfs.py MOUNTPOINT --events-fd N
-[--import-pyfuse3-first]``, with only MAX_TASKS pyfuse3 workers; tests/fuse/test_bridge.py drives it with the C
-clients in tests/clients/bridge_*.c.  Every file sits in the root:
+[--import-pyfuse3-first]``, with only MAX_TASKS pyfuse3 workers; tests/fuse/test_bridge.py drives it
+with the C clients in tests/clients/bridge_*.c.  Every file sits in the root:
 
 ==========  =================================================================
 ``ioctl``   IOC_REG: 8-byte copy-in, answer written with process_vm_writev,

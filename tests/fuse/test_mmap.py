@@ -21,7 +21,7 @@ from tracefs_fuse.engine._memory import Tgid
 from tracefs_fuse.engine._tree import Vma
 from tracefs_fuse.fuse._mmap import MappingTracker, parse_maps
 
-from ..process.test_memory import Client, spawn  # noqa: F401  (fixture)
+from ..process.test_memory import Client
 
 PATH = ("per_cpu", "cpu0", "trace_pipe_raw")
 

@@ -82,7 +82,8 @@ def stop_mount(mount: Mount) -> None:
         # made while it existed) keeps the connection, and the daemon, alive.
         raise AssertionError(
             f"daemon did not exit after unmount (fusermount3: {result.returncode} "
-            f"{result.stderr.decode(errors='replace').strip()}):\n{stacks}\n{mount.log_text()}")
+            f"{result.stderr.decode(errors='replace').strip()}):\n{stacks}\n{mount.log_text()}"
+        ) from None
     assert result.returncode == 0, result.stderr
     assert rc == 0, f"daemon exited with {rc}:\n{mount.log_text()}"
     errors = [line for line in mount.log_text().splitlines()

@@ -16,7 +16,7 @@ import pytest
 import trio
 import trio.testing
 
-from tests.process.test_memory import TIMEOUT_S, Client, spawn  # noqa: F401  (fixture)
+from tests.process.test_memory import TIMEOUT_S, Client
 from tracefs_fuse.engine._memory import Tgid
 from tracefs_fuse.process._memory import ClientMemory
 from tracefs_fuse.process._proc_events import (
@@ -73,7 +73,7 @@ async def test_connector_fork_exec_exit_of_a_process(connector: ProcConnector,
     exited = await next_matching(connector, lambda e: isinstance(e, ExitEvent)
                                  and e.pid == client.pid)
     assert isinstance(exited, ExitEvent)
-    assert exited.is_leader and exited.exit_code == 0
+    assert exited.pid == exited.tgid and exited.exit_code == 0
 
 
 async def test_connector_exit_code_is_a_wait_status(connector: ProcConnector,
@@ -109,7 +109,7 @@ async def test_connector_thread_creation_is_not_a_fork(connector: ProcConnector,
     assert fork.parent_tgid == os.getpid()
     exited = await next_matching(connector, lambda e: isinstance(e, ExitEvent) and e.pid == tid)
     assert isinstance(exited, ExitEvent)
-    assert exited.tgid == client.pid and not exited.is_leader
+    assert exited.tgid == client.pid != exited.pid
 
 
 async def test_connector_drain_takes_queued_events_without_waiting(
@@ -234,7 +234,7 @@ async def test_exit_watcher_reports_group_exit_not_leader_exit(
     tid = int(client.banner["tid"])
     leader = await next_matching(connector, lambda e: isinstance(e, ExitEvent)
                                  and e.pid == client.pid)
-    assert isinstance(leader, ExitEvent) and leader.is_leader
+    assert isinstance(leader, ExitEvent) and leader.pid == leader.tgid
     image = memory.pin_caller(client.pid, tid)
     watcher.watch(client.pid, image.pidfd.fd)
     # The leader is gone, the process is not.
@@ -245,7 +245,7 @@ async def test_exit_watcher_reports_group_exit_not_leader_exit(
     with trio.fail_after(TIMEOUT_S):
         assert await watcher.wait_exited() == [client.pid]
     last = await next_matching(connector, lambda e: isinstance(e, ExitEvent) and e.pid == tid)
-    assert isinstance(last, ExitEvent) and not last.is_leader
+    assert isinstance(last, ExitEvent) and last.pid != last.tgid
     assert watcher.statistics() == WatcherStatistics(watched=0, exits=1)
     assert not image.alive()
     memory.close()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.process.test_memory import Client, spawn, spawn_on_pid  # noqa: F401  (fixture)
+from tests.process.test_memory import Client, spawn_on_pid
 from tracefs_fuse.engine._memory import Tgid
 from tracefs_fuse.process._tasks import UNKNOWN_COMM, TaskFacts, TaskTable
 

@@ -447,10 +447,13 @@ def _serve_foreground(config: MountConfig, ready_fd: int | None) -> int:
         os.write(2, said)
         return said
 
+    told: list[bytes] = []  # the answer on ready_fd, said once
+
     def tell(answer: bytes) -> None:
-        if ready_fd is not None:
+        if ready_fd is not None and not told:
             os.write(ready_fd, answer)
             os.close(ready_fd)
+        told.append(answer)
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
@@ -463,10 +466,18 @@ def _serve_foreground(config: MountConfig, ready_fd: int | None) -> int:
         trio.run(main)
     except Exception as exc:
         said = restore_stderr().decode(errors="replace").strip().splitlines()
-        # libfuse's or fusermount3's own words say why better than ours.
-        reason = said[-1] if said and not said[-1].startswith(f"{PROG}[") else one_line(exc)
-        log.error("mount failed: %s", reason, exc_info=config.log_level == "debug")
-        tell(reason.encode())
+        if _logging.is_bug(exc):
+            reason = _logging.bug_line(exc)
+        elif said and not said[-1].startswith(f"{PROG}[") and not told:
+            reason = said[-1]  # libfuse's or fusermount3's own words say why better than ours
+        else:
+            reason = one_line(exc)
+        if told:  # the mount served: this is no failed mount
+            log.error("stopped serving %s: %s", config.mountpoint, reason)
+        else:
+            log.error("mount failed: %s", reason,
+                      exc_info=config.log_level == "debug" and not _logging.is_bug(exc))
+            tell(reason.encode())
         return 1
     _systemd.notify("STOPPING=1")
     return 0

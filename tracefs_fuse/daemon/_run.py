@@ -41,6 +41,7 @@ from ..perf._service import PerfService
 from ..record._recording import finish_recording, start_recording
 from ._config import MountConfig
 from ._daemon import Daemon
+from ._logging import bug_line, is_bug
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +97,11 @@ def _run_in_namespace(config: MountConfig, argv: list[str], record: tuple[Binary
     try:
         return trio.run(_run, config, argv, record, named_events)
     except Exception as exc:
-        log.debug("run failed", exc_info=True)
-        print(f"tracefs-fuse run: {_environment.one_line(exc)}", file=sys.stderr)
+        if is_bug(exc):
+            print(f"tracefs-fuse run: {bug_line(exc)}", file=sys.stderr)
+        else:
+            log.debug("run failed", exc_info=True)
+            print(f"tracefs-fuse run: {_environment.one_line(exc)}", file=sys.stderr)
         return 1
 
 

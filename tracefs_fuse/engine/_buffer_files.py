@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os  # open-flag constants only
+from functools import partial
 from typing import Callable, Iterator
 
 from ._clock import TraceClocks
@@ -300,7 +301,7 @@ class BufferFiles:
     def per_cpu_dir(self) -> Dir:
         def entries() -> Iterator[Node]:
             for cpu in range(self.nr_cpus):
-                yield Dir(f"cpu{cpu}", lambda cpu=cpu: self.cpu_entries(cpu),
+                yield Dir(f"cpu{cpu}", partial(self.cpu_entries, cpu),
                           mode=PRIVATE_DIR_MODE)
 
         return Dir("per_cpu", entries, mode=PRIVATE_DIR_MODE)

@@ -134,8 +134,10 @@ class RecordSink(Protocol):
         """Would a record of ``length`` bytes from ``cpu`` be kept (tracing on, fits)?"""
         ...
 
-    def record(self, entry: bytes, task: Task) -> None:
-        """Store one complete trace entry written by ``task``."""
+    def record(self, entry: bytes, task: Task,
+               accept: Callable[[int], bool] | None = None) -> None:
+        """Store one complete trace entry written by ``task``; ``accept``: see
+        ``_ringbuf.Accept``."""
         ...
 
 

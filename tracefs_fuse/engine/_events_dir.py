@@ -18,6 +18,7 @@ Kernel: kernel/trace/trace_events.c (``event_callback``, ``event_enable_read/wri
 from __future__ import annotations
 
 import errno
+from functools import partial
 from typing import Callable, Iterator
 
 from ._errors import TracefsError
@@ -95,7 +96,7 @@ class EventsDir:
         yield text_file("header_page", self.header_page)
         yield text_file("header_event", lambda: self.header_event)
         for system in self.events.systems():
-            yield Dir(system, lambda system=system: self._system_entries(system))
+            yield Dir(system, partial(self._system_entries, system))
 
     def _system_entries(self, system: str) -> Iterator[Node]:
         tr = self.trace_array
@@ -114,7 +115,7 @@ class EventsDir:
             yield text_file("enable", lambda: tr.enable_state(self.events.in_system(system)) + "\n",
                             enable_system)
         for event in members:
-            yield Dir(event.name, lambda event=event: self._event_entries(event))
+            yield Dir(event.name, partial(self._event_entries, event))
 
     def _event_entries(self, event: TraceEvent) -> Iterator[Node]:
         tr = self.trace_array

@@ -177,14 +177,14 @@ class FastPath:
              comm) = unpack(staged, off)
             if array != STAGED_WRAP:
                 tr = arrays[array]
-                if writer != (array, pid, tgid, cpu, comm) and (
-                        (writer := (array, pid, tgid, cpu, comm)) not in saved):
+                this = (array, pid, tgid, cpu, comm)
+                if writer != this and (writer := this) not in saved:
                     # What record() remembers of a writer (saved_cmdlines,
                     # tgids) changes only with the writer: a writer's first
                     # record in an intake leaves the state all its records
                     # would (as long as fewer writers than saved_cmdlines
                     # slots write between two intakes).
-                    saved.add(writer)
+                    saved.add(this)
                     key = (pid, tgid, cpu, comm)
                     task = tasks.get(key)
                     if task is None:

@@ -180,8 +180,8 @@ def parse_entry(event: TraceEvent, text: str, task: Task) -> bytes:
     entry[:TRACE_ENTRY.size] = TRACE_ENTRY.pack(event.id, 0, 0, task.pid)
     pos = 0
     while pos < len(text):
-        field, value, pos = _parse_field(text, pos, event)
-        _store(entry, field, value)
+        parsed, value, pos = _parse_field(text, pos, event)
+        _store(entry, parsed, value)
     # Only entry_size + 1 bytes (and the strings appended after) are recorded.
     return bytes(entry[:size]) if size < TRACE_ENTRY.size else bytes(entry)
 

@@ -76,6 +76,9 @@ class TraceOptions:
             self.set(text, True)
         return len(data)
 
+    def file_read(self, name: str) -> Callable[[], str]:
+        return lambda: f"{int(self.values[name])}\n"
+
     def file_write(self, name: str) -> Callable[[bytes, Task], int]:
         """``trace_options_core_write``: 0 or 1 only."""
 
@@ -95,7 +98,6 @@ class TraceOptions:
         def entries() -> Iterator[Node]:
             # getdents lists the newest file first: the reverse of TRACE_FLAGS.
             for name in reversed(self.values):
-                yield text_file(name, lambda name=name: f"{int(self.values[name])}\n",
-                                self.file_write(name))
+                yield text_file(name, self.file_read(name), self.file_write(name))
 
         return Dir("options", entries, mode=PRIVATE_DIR_MODE)

@@ -124,8 +124,8 @@ def encode_page_header(page: bytearray | memoryview, time_stamp: int, commit: in
     BUFFER_DATA_PAGE.pack_into(page, 0, time_stamp, commit)
 
 
-def encode_data_event(page: bytearray | memoryview, offset: int, record: bytes, length: int,
-                      time_delta: int) -> None:
+def encode_data_event(page: bytearray | memoryview, offset: int, record: bytes | memoryview,
+                      length: int, time_delta: int) -> None:
     """Write a data event of ``length`` bytes (from :func:`rb_calculate_event_length`).
 
     ``rb_update_event``: bodies up to ``RB_MAX_SMALL_DATA`` say their size in

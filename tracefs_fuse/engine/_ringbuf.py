@@ -50,7 +50,7 @@ from __future__ import annotations
 import errno
 import heapq
 import struct
-from typing import Iterator
+from typing import Callable, Iterator
 
 import msgspec
 
@@ -58,7 +58,8 @@ from ._clock import ClockSource, TraceClock, format_ts
 from ._errors import TracefsError, WouldBlock
 from ._kstrto import kstrtoul_from_user
 from ._page import (BUF_PAGE_HDR_SIZE, EVENT_HEADER_ARRAY0, MISSED_COUNT, PAGE_SIZE,
-                    RB_EVNT_MIN_SIZE, RB_LEN_TIME_EXTEND, RINGBUF_TYPE_DATA_TYPE_LEN_MAX,
+                    RB_EVNT_HDR_SIZE, RB_EVNT_MIN_SIZE, RB_LEN_TIME_EXTEND, RB_MAX_SMALL_DATA,
+                    RINGBUF_TYPE_DATA_TYPE_LEN_MAX,
                     RINGBUF_TYPE_PADDING, TS_EXTEND_MAX, TS_MASK, TS_SHIFT, encode_commit,
                     encode_data_event, encode_discard_padding, encode_null_padding,
                     encode_page_header, encode_time_extend, rb_calculate_event_length,
@@ -73,6 +74,11 @@ MAX_SUBBUF_ORDER = 7
 DEFAULT_MAX_NR_PAGES = 65536
 
 _NOT_TS = ~TS_MASK
+#: A writer's last check of a reserved event, before it commits: given the
+#: byte just before the event's body, False discards it. user_events' check
+#: (``user_event_validate``) runs on the reserved entry, whose ``data - 1``
+#: is that byte (``UserEvent.validate``).
+Accept = Callable[[int], bool]
 #: Event lengths of records shorter than a page, looked up on the write path.
 _SMALL_RECORDS = PAGE_SIZE
 _EVENT_LENGTHS = [rb_calculate_event_length(n) for n in range(_SMALL_RECORDS)]
@@ -314,7 +320,8 @@ class CpuBuffer:
 
     # -- writing ------------------------------------------------------------------
 
-    def write(self, record: bytes | memoryview, stamp: int | None = None) -> bool:
+    def write(self, record: bytes | memoryview, stamp: int | None = None,
+              accept: Accept | None = None) -> bool:
         """Reserve, fill and commit one event (``ring_buffer_write``).
 
         Args:
@@ -323,10 +330,14 @@ class CpuBuffer:
                 the native fast path staged: see :meth:`RingBuffer.take_in`);
                 None reads the clock now, and again after a page move, as
                 ``rb_reserve_next_event`` does.
+            accept: asked, once the event is reserved, with the byte just
+                before its body (the last byte of its header); False
+                discards the event (see :data:`Accept`).
 
         Returns:
-            False if the record is larger than ``max_data_size`` or the ring
-            is full in non-overwrite mode (counted in ``dropped_events``).
+            False if the record is larger than ``max_data_size``, the ring
+            is full in non-overwrite mode (counted in ``dropped_events``), or
+            ``accept`` refused it.
         """
         n = len(record)
         if n > self.max_data_size:
@@ -362,6 +373,11 @@ class CpuBuffer:
             off += RB_LEN_TIME_EXTEND
             delta = 0
         encode_data_event(data, off, record, length, delta)
+        if accept is not None:
+            body = off + (RB_EVNT_HDR_SIZE if length - RB_EVNT_HDR_SIZE <= RB_MAX_SMALL_DATA
+                          else 2 * RB_EVNT_HDR_SIZE)
+            if not accept(data[body - 1]):
+                return False  # __trace_event_discard_commit: nothing committed
         if not w:
             page.time_stamp = ts
         self._commit(page, w + total, total, ts)
@@ -1137,21 +1153,23 @@ class RingBuffer:
     def record_is_on(self) -> bool:
         return self._record_on
 
-    def write(self, cpu: int, record: bytes) -> bool:
+    def write(self, cpu: int, record: bytes, accept: Accept | None = None) -> bool:
         """Record one trace entry on ``cpu``, stamped with the clock now.
 
         Args:
             cpu: the writer's CPU.
             record: the complete entry: 8-byte common header and fields.
+            accept: see :meth:`CpuBuffer.write`; asked only if the entry
+                was reserved.
 
         Returns:
             False if it was not recorded: recording off, larger than a
-            sub-buffer can take, or (overwrite off) the buffer full, which
-            ``dropped events`` counts.
+            sub-buffer can take, (overwrite off) the buffer full, which
+            ``dropped events`` counts, or refused by ``accept``.
         """
         if not self._record_on:
             return False
-        return self.cpus[cpu].write(record)
+        return self.cpus[cpu].write(record, accept=accept)
 
     def take_in(self, cpu: int, staged: memoryview, at: int, copy_len: int, length: int,
                 stamp: int, previous: int, event_length: int) -> bool:
@@ -1315,11 +1333,6 @@ class RingBuffer:
         if not kb:
             raise TracefsError(errno.EINVAL, "buffer_size_kb must be at least 1")
         self.resize((kb << 10) & _U64, cpu)
-
-    def expand(self) -> None:
-        """``tracing_update_buffers``: grow a boot-time buffer to its real size."""
-        if not self.expanded:
-            self.resize(self.trace_buf_size)
 
     def set_subbuf_order(self, order: int) -> None:
         """``ring_buffer_subbuf_order_set``: sub-buffers of ``PAGE_SIZE << order``.

@@ -19,19 +19,27 @@ from __future__ import annotations
 import errno
 from typing import Callable, Iterable, Protocol
 
+from ._clock import TraceClock
 from ._errors import TracefsError
 from ._events import EventFile, EventTable, TraceEvent
 from ._options import TraceOptions
 from ._page import RB_EVNT_HDR_SIZE, subbuf_data_size
+from ._ringbuf import Accept
 from ._task import Task
 
 
 class TraceBuffer(Protocol):
     """The ring buffer a trace array records into (:class:`~._ringbuf.RingBuffer`)."""
 
-    subbuf_size: int
+    @property
+    def subbuf_size(self) -> int:
+        ...
 
-    def write(self, cpu: int, record: bytes) -> bool:
+    @property
+    def clock(self) -> TraceClock:
+        ...
+
+    def write(self, cpu: int, record: bytes, accept: Accept | None = None) -> bool:
         ...
 
     def take_in(self, cpu: int, staged: memoryview, at: int, copy_len: int, length: int,
@@ -136,9 +144,10 @@ class TraceArray:
         return (self.tracing_on and length <= self.max_entry_size
                 and (cpu is None or bool(self.cpumask >> cpu & 1)))
 
-    def record(self, entry: bytes, task: Task) -> None:
+    def record(self, entry: bytes, task: Task, accept: Accept | None = None) -> None:
+        """Record ``entry``; ``accept`` may still discard it once reserved (see ``Accept``)."""
         self.save_task(task)
-        if self.buffer.write(task.cpu, entry):
+        if self.buffer.write(task.cpu, entry, accept):
             self.generation += 1
 
     def save_task(self, task: Task) -> None:

@@ -112,8 +112,25 @@ class UserEvent(TraceEvent):
     def probes_changed(self) -> None:
         self.registry.publish(self)
 
-    def validate(self, record: bytes | bytearray | memoryview) -> bool:
-        """``user_event_validate``: do the dynamic fields stay inside the record?"""
+    def validate(self, record: bytes | bytearray | memoryview, before: int) -> bool:
+        """``user_event_validate``: do the dynamic fields stay inside the record?
+
+        ``before`` is the byte just before the record where it was reserved
+        (the last byte of its ring buffer event's header): the kernel checks
+        ``*(char *)(pos - 1)`` with ``pos = data + offset + size``, so an
+        empty ``__data_loc char[]`` at offset 0 has its terminator checked
+        there, outside the record::
+
+            pos = data + offset;   /* __data_loc; __rel_loc: past the field */
+            pos += size;
+            if (unlikely(pos > end))
+                return -EFAULT;
+            if (likely(validator->flags & VALIDATOR_ENSURE_NULL))
+                if (unlikely(*(char *)(pos - 1) != '\\0'))
+                    return -EFAULT;
+
+        Kernel: kernel/trace/trace_events_user.c (user_event_validate).
+        """
         end = len(record)
         for offset, rel, ensure_null in self.validators:
             loc = int.from_bytes(record[offset:offset + 4], "little")
@@ -121,7 +138,7 @@ class UserEvent(TraceEvent):
             stop = start + (loc >> 16)
             if stop > end:
                 return False
-            if ensure_null and record[stop - 1] != 0:
+            if ensure_null and (record[stop - 1] if stop else before) != 0:
                 return False
         return True
 

@@ -189,16 +189,20 @@ class UserEventsData:
 def record(event: UserEvent, entry: bytes, task: Task) -> bool:
     """Hand one record to every trace array recording the event.
 
-    Validation runs only where a buffer would take the record (``tracing_on``,
-    size), as in ``user_event_ftrace``; returns False if it failed anywhere.
+    Validation runs only where a buffer reserved the record (``tracing_on``,
+    size, room), on the reserved entry, as in ``user_event_ftrace``; returns
+    False if it failed anywhere.
     """
     valid = True
+
+    def accept(before: int) -> bool:
+        nonlocal valid
+        ok = event.validate(entry, before)
+        valid = valid and ok
+        return ok
+
     for event_file in event.files:
         trace_array = event_file.trace_array
-        if not trace_array.can_record(len(entry), task.cpu):
-            continue
-        if event.validators and not event.validate(entry):
-            valid = False
-            continue
-        trace_array.record(entry, task)
+        if trace_array.can_record(len(entry), task.cpu):
+            trace_array.record(entry, task, accept if event.validators else None)
     return valid

@@ -33,6 +33,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -135,7 +136,7 @@ static unsigned long generation;   /* bumped by fuse_session_destroy */
 static int custom_io_installed, custom_io_error;
 /* /dev/fuse, where replies go; libfuse's session fd is the receiver's
  * eventfd until unmount (see fuse_session_mount). */
-static int wire_fd = -1;
+static atomic_int wire_fd = -1;
 
 /* libfuse 3.14's se->bufsize (FUSE_MAX_MAX_PAGES pages plus
  * FUSE_BUFFER_HEADER_SIZE): the buffer io_read fills, so no request we
@@ -811,7 +812,7 @@ static void patch_reply(unsigned char *msg, size_t len, int is_init)
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
     (void)userdata;
-    fd = __atomic_load_n(&wire_fd, __ATOMIC_ACQUIRE);
+    fd = atomic_load_explicit(&wire_fd, memory_order_acquire);
     /* libfuse always puts the out header alone in iov[0] (fuse_send_msg). */
     const struct fuse_out_header *out = iov[0].iov_base;
     if (out->unique == 0)  /* notification: nothing to patch, no lock */
@@ -919,13 +920,13 @@ BRIDGE_EXPORT int fuse_session_mount(struct fuse_session *se,
     int rc = event_fd < 0 ? -errno
                           : fuse_session_custom_io(se, &bridge_io, event_fd);
     if (rc == 0) {
-        __atomic_store_n(&wire_fd, dev_fd, __ATOMIC_RELEASE);
+        atomic_store_explicit(&wire_fd, dev_fd, memory_order_release);
         rc = rx_start(dev_fd, event_fd, SESSION_BUFSIZE, fp_handle);
         if (rc < 0 && dup2(dev_fd, event_fd) == event_fd) {
             /* No receiver: the mount must not be served (nobody would answer
              * the daemon's own faults).  libfuse gets the device back under
              * its session fd, so serve()'s check can unmount cleanly. */
-            __atomic_store_n(&wire_fd, event_fd, __ATOMIC_RELEASE);
+            atomic_store_explicit(&wire_fd, event_fd, memory_order_release);
             close(dev_fd);
         }
     } else if (event_fd >= 0) {
@@ -948,7 +949,7 @@ static void stop_receiver(struct fuse_session *se)
         return;
     int se_fd = fuse_session_fd(se);
     if (se_fd >= 0 && se_fd != dev_fd && dup2(dev_fd, se_fd) == se_fd) {
-        __atomic_store_n(&wire_fd, se_fd, __ATOMIC_RELEASE);
+        atomic_store_explicit(&wire_fd, se_fd, memory_order_release);
         close(dev_fd);
     }
 }
@@ -974,7 +975,7 @@ BRIDGE_EXPORT void fuse_session_destroy(struct fuse_session *se)
          * freed session. */
         generation++;
         hooked_se = NULL;
-        __atomic_store_n(&wire_fd, -1, __ATOMIC_RELEASE);
+        atomic_store_explicit(&wire_fd, -1, memory_order_release);
     }
     real(se);
 }

@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Callable, Coroutine, ParamSpec, TypeVar
 
 from ..engine._buffer_files import TRACE_MMAP_IOCTL_GET_READER
 from ..engine._errors import TracefsError
@@ -27,6 +27,7 @@ from ._session import pyfuse3
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 _ROUTINE_ERRNOS = frozenset({errno.EAGAIN, errno.EINTR, errno.ENOTTY})
 _ROUTINE_REQUESTS = frozenset({"lookup"})
@@ -74,11 +75,12 @@ def errno_of(exc: Exception, what: str, pid: int = 0) -> int:
     return errno.EIO
 
 
-def translate_errors(handler: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+def translate_errors(
+        handler: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
     """Wrap a pyfuse3 handler so that only ``FUSEError`` escapes it."""
 
     @functools.wraps(handler)
-    async def wrapper(*args: Any, **kwargs: Any) -> T:
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return await handler(*args, **kwargs)
         except Exception as exc:

@@ -124,9 +124,14 @@ class NativeWrites:
         self._events: dict[int, UserEvent] = {}
         #: An in-process reader follows the buffers (a recording).
         self._followed = False
-        native.fast_configure(nr_cpus=engine.nr_cpus,
-                              staging_bytes=STAGING_BYTES if enabled else 0,
-                              debug=debug, max_pages_limit=max_pages_limit())
+        try:
+            native.fast_configure(nr_cpus=engine.nr_cpus,
+                                  staging_bytes=STAGING_BYTES if enabled else 0,
+                                  debug=debug, max_pages_limit=max_pages_limit())
+        except MemoryError:
+            # The bridge left the fast path off: the engine serves every write.
+            log.warning("fast path off: its staging ring could not be allocated")
+            self.enabled = False
 
     def start(self, on_records: Callable[[], object]) -> None:
         """Take staged records in from now on; ``on_records`` runs after each intake."""
@@ -151,7 +156,7 @@ class NativeWrites:
             return
         if fh not in self._files:
             released = self._released
-            self._files[fh] = (weakref.ref(file, lambda _, fh=fh: released.append(fh)), 0)
+            self._files[fh] = (weakref.ref(file, lambda _: released.append(fh)), 0)
         self._dirty_files.add(fh)
 
     def remember(self, task: Task) -> None:

@@ -22,7 +22,7 @@ import errno
 import logging
 import stat
 import time
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from ..engine._errors import TracefsError
 from ..engine._task import Task
@@ -192,7 +192,7 @@ class TracefsOperations(pyfuse3.Operations):
             mode = self.root_mode
         return mode, self.uid, self.gid
 
-    async def forget(self, inode_list: list[tuple[int, int]]) -> None:
+    async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         for inode, nlookup in inode_list:
             self.inodes.forget(inode, nlookup)
 

@@ -107,7 +107,9 @@ def enter() -> bool:
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int = 0,
           data: str | None = None) -> None:
-    enc = lambda s: None if s is None else os.fsencode(s)  # noqa: E731
+    def enc(s: str | None) -> bytes | None:
+        return None if s is None else os.fsencode(s)
+
     check(libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
            f"mount {fstype or 'bind'} on {target}")
 

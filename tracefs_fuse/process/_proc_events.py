@@ -158,10 +158,6 @@ class ExitEvent(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     exit_code: int
     timestamp_ns: int
 
-    @property
-    def is_leader(self) -> bool:
-        return self.pid == self.tgid
-
 
 class EventsLost(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     """The connector dropped messages (ENOBUFS): re-check every tracked process."""

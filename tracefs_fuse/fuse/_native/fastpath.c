@@ -17,10 +17,16 @@
  * so records keep the order their writes came in.
  *
  * Rules:
- *   - Table updates and the decision for one write hold fp.lock; the Python
- *     thread holds it only to copy a few fields, never across anything that
- *     waits.  A disable is published before the write to `enable` replies,
- *     so every write that starts after that reply sees it.
+ *   - Table updates and the decision for one write hold fp.lock; neither
+ *     thread holds it across anything that waits (the receiver reads /proc
+ *     between two looks at the table, never while it holds the lock).  A
+ *     disable is published before the write to `enable` replies, so every
+ *     write that starts after that reply sees it.
+ *   - What both threads touch outside fp.lock is a C11 atomic: the switch
+ *     (on, debug, wake) and the staging ring's counters.
+ *   - A table update that cannot allocate leaves the fast path declining
+ *     what it no longer knows (the engine serves it): never a write
+ *     acknowledged and recorded nowhere.
  *   - The staging ring has one producer (the receiver) and one consumer (the
  *     Python thread): head and tail are byte counters, published with
  *     release/acquire.  A record never wraps: the producer pads the end of
@@ -42,6 +48,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +167,7 @@ struct fp_array {
     uint64_t divisor;  /* 0: not a clock the fast path can read */
     uint8_t *cpumask;  /* one bit per CPU */
     size_t mask_len;
+    int mask_lost;     /* the last mask could not be copied (out of memory) */
 };
 
 struct fp_file {
@@ -183,7 +191,7 @@ struct fp_task {
 
 static struct {
     pthread_mutex_t lock;
-    int on, debug;
+    atomic_int on, debug;
     unsigned nr_cpus;
     uint32_t max_write, max_pages;
     struct fp_array arrays[FP_MAX_ARRAYS];
@@ -194,15 +202,15 @@ static struct {
     size_t ring_size;
     /* Per array, per CPU: the time stamp of the last event staged. */
     uint64_t *last_ts[FP_MAX_ARRAYS];
-    uint64_t head, tail;  /* byte counters; atomics */
-    int wake;
+    _Atomic uint64_t head, tail;  /* byte counters */
+    atomic_int wake;
     uint64_t task_ttl;
     struct fp_stats stats;
 } fp = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static const char *const reasons[FP_NR_REASONS] = {
     "served", "other file", "position", "index", "disabled", "min_size",
-    "task", "clock", "invalid", "staging_full", "large"};
+    "task", "clock", "invalid", "staging_full", "large", "table"};
 
 const char *fp_reason(int why)
 {
@@ -216,35 +224,47 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* All or nothing: a ring and its time stamps, or -ENOMEM with the fast path
+ * off (every write goes to the engine), never "configured" while off. */
 int fp_configure(unsigned nr_cpus, size_t staging_bytes, int debug)
 {
-    pthread_mutex_lock(&fp.lock);
-    unsigned char *ring = NULL;
+    nr_cpus = nr_cpus ? nr_cpus : 1;
     staging_bytes &= ~(size_t)7;
-    if (staging_bytes && !(ring = calloc(1, staging_bytes))) {
-        pthread_mutex_unlock(&fp.lock);
-        return -ENOMEM;
+    unsigned char *ring = NULL;
+    uint64_t *last_ts[FP_MAX_ARRAYS] = {0};
+    int failed = 0;
+    if (staging_bytes) {
+        failed = !(ring = calloc(1, staging_bytes));
+        for (unsigned a = 0; a < FP_MAX_ARRAYS && !failed; a++)
+            failed = !(last_ts[a] = calloc(nr_cpus, sizeof(uint64_t)));
     }
-    for (unsigned a = 0; a < FP_MAX_ARRAYS; a++) {
-        free(fp.last_ts[a]);
-        fp.last_ts[a] = ring ? calloc(nr_cpus ? nr_cpus : 1, sizeof(uint64_t))
-                             : NULL;
-        if (ring && !fp.last_ts[a]) {
-            free(ring);
-            ring = NULL;
+    if (failed) {
+        free(ring);
+        ring = NULL;
+        for (unsigned a = 0; a < FP_MAX_ARRAYS; a++) {
+            free(last_ts[a]);
+            last_ts[a] = NULL;
         }
+        staging_bytes = 0;
     }
-    free(fp.ring);
+    pthread_mutex_lock(&fp.lock);
+    unsigned char *old_ring = fp.ring;
+    uint64_t *old_ts[FP_MAX_ARRAYS];
+    memcpy(old_ts, fp.last_ts, sizeof(old_ts));
+    memcpy(fp.last_ts, last_ts, sizeof(last_ts));
     fp.ring = ring;
     fp.ring_size = staging_bytes;
-    __atomic_store_n(&fp.head, 0, __ATOMIC_RELEASE);
-    __atomic_store_n(&fp.tail, 0, __ATOMIC_RELEASE);
-    fp.on = ring != NULL;
-    fp.debug = debug;
-    fp.nr_cpus = nr_cpus ? nr_cpus : 1;
+    atomic_store_explicit(&fp.head, 0, memory_order_release);
+    atomic_store_explicit(&fp.tail, 0, memory_order_release);
+    atomic_store_explicit(&fp.on, ring != NULL, memory_order_release);
+    atomic_store_explicit(&fp.debug, debug, memory_order_relaxed);
+    fp.nr_cpus = nr_cpus;
     memset(&fp.stats, 0, sizeof(fp.stats));
     pthread_mutex_unlock(&fp.lock);
-    return 0;
+    free(old_ring);
+    for (unsigned a = 0; a < FP_MAX_ARRAYS; a++)
+        free(old_ts[a]);
+    return failed ? -ENOMEM : 0;
 }
 
 void fp_set_limits(uint32_t max_write, uint32_t max_pages)
@@ -269,6 +289,9 @@ void fp_set_array(unsigned index, int tracing_on, uint32_t max_entry,
     free(a->cpumask);
     a->cpumask = mask;
     a->mask_len = mask ? mask_len : 0;
+    /* Without the mask nobody can tell which CPUs record: decide() leaves
+     * the events this array records to the engine until a mask comes. */
+    a->mask_lost = !mask;
     if (mask)
         memcpy(mask, cpumask, mask_len);
     a->tracing_on = tracing_on;
@@ -282,8 +305,16 @@ int fp_set_event(uint16_t id, int enabled, uint8_t recorders,
                  uint32_t min_size, const uint8_t *validators, size_t nval)
 {
     struct fp_event *ev = malloc(sizeof(*ev) + nval * sizeof(ev->val[0]));
-    if (!ev)
+    if (!ev) {
+        /* The old state is stale now: without it the event's writes go to
+         * the engine (FP_DISABLED declines) until it is published again. */
+        pthread_mutex_lock(&fp.lock);
+        struct fp_event *old = fp.events[id];
+        fp.events[id] = NULL;
+        pthread_mutex_unlock(&fp.lock);
+        free(old);
         return -ENOMEM;
+    }
     ev->enabled = (uint8_t)!!enabled;
     ev->recorders = recorders;
     ev->min_size = min_size;
@@ -341,6 +372,8 @@ int fp_set_slots(uint64_t fh, uint32_t start, const uint16_t *ids, size_t n)
         if (need > f->nslots)
             f->nslots = (uint32_t)need;
     }
+    /* On failure the indices it knows stay right; the new ones stay 0
+     * (FP_INDEX: the engine serves them). */
     pthread_mutex_unlock(&fp.lock);
     return rc;
 }
@@ -389,28 +422,43 @@ void fp_set_task(pid_t tid, int32_t tgid, unsigned cpu, const char *comm,
     pthread_mutex_unlock(&fp.lock);
 }
 
-/* Re-reads a known writer's CPU and comm from
- * /proc/<tgid>/task/<tid>/stat, as _tasks.py reads stat: ``processor``
- * (field 39) is task_cpu(), the CPU it wrote from while it sleeps in our
- * request; comm is what lies between the first '(' and the last ')'.  The
- * path names the thread group, so a tid that died (and was perhaps reused
- * elsewhere) fails to open and goes back to the engine.  Caller holds
- * fp.lock.  0, or -1 if the entry is stale. */
-static int refresh_task(struct fp_task *t)
+/* What one write's decision needs from /proc, read by fp_handle() between
+ * two looks at the table, without fp.lock (rule 1). */
+struct proc_facts {
+    enum { WANT_SYSCALL = 1, WANT_STAT } want;  /* what decide() asks for */
+    int stat_read, stat_ok;      /* a writer's stat (read_stat) */
+    pid_t tid;
+    int32_t tgid;
+    unsigned cpu;
+    char comm[16];
+    int syscall_read;            /* the writer's /proc/<tid>/syscall */
+    long nr;                     /* -1: unreadable */
+    unsigned long long args[3];
+};
+
+/* Reads a known writer's CPU and comm from /proc/<tgid>/task/<tid>/stat,
+ * as _tasks.py reads stat: ``processor`` (field 39) is task_cpu(), the CPU
+ * it wrote from while it sleeps in our request; comm is what lies between
+ * the first '(' and the last ')'.  The path names the thread group, so a
+ * tid that died (and was perhaps reused elsewhere) fails to open and goes
+ * back to the engine.  Sets stat_ok if it could be read. */
+static void read_stat(struct proc_facts *f)
 {
     char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", t->tgid, t->tid);
+    f->stat_read = 1;
+    f->stat_ok = 0;
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", f->tgid, f->tid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return -1;
+        return;
     ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
     close(fd);
     if (n <= 0)
-        return -1;
+        return;
     buf[n] = 0;
     char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')');
     if (!open_paren || !close_paren || close_paren < open_paren)
-        return -1;
+        return;
     /* Fields from 3 (state) on, after ") ". */
     char *p = close_paren + 2;
     for (int field = 3; field < 39 && p; field++) {
@@ -419,27 +467,48 @@ static int refresh_task(struct fp_task *t)
             p++;
     }
     if (!p || p >= buf + n)
-        return -1;
+        return;
     size_t comm_len = (size_t)(close_paren - open_paren - 1);
-    memset(t->comm, 0, sizeof(t->comm));
-    memcpy(t->comm, open_paren + 1, comm_len < 15 ? comm_len : 15);
-    t->cpu = (uint16_t)(strtoul(p, NULL, 10) % fp.nr_cpus);
-    t->expires = now_ns() + fp.task_ttl;
-    fp.stats.task_refreshes++;
-    return 0;
+    memset(f->comm, 0, sizeof(f->comm));
+    memcpy(f->comm, open_paren + 1, comm_len < 15 ? comm_len : 15);
+    f->cpu = (unsigned)strtoul(p, NULL, 10);
+    f->stat_ok = 1;
+}
+
+/* Reads /proc/<tid>/syscall: the call a writer sleeps in during our
+ * request, and its first arguments (no client memory is read, which this
+ * thread must never do).  nr -1 if it cannot be read. */
+static void read_syscall(struct proc_facts *f, uint32_t tid)
+{
+    char path[48], buf[256];
+    f->syscall_read = 1;
+    f->nr = -1;
+    snprintf(path, sizeof(path), "/proc/%u/syscall", tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = 0;
+    char *p = buf;
+    f->nr = strtol(p, &p, 10);
+    for (int i = 0; i < 3; i++)
+        f->args[i] = strtoull(p, &p, 16);
 }
 
 void fp_set_wake(int wake)
 {
-    __atomic_store_n(&fp.wake, wake, __ATOMIC_RELEASE);
+    atomic_store_explicit(&fp.wake, wake, memory_order_release);
 }
 
 /* --- the staging ring ---------------------------------------------------------- */
 
 void fp_staged(const unsigned char **data, size_t *len)
 {
-    uint64_t tail = __atomic_load_n(&fp.tail, __ATOMIC_RELAXED);
-    uint64_t head = __atomic_load_n(&fp.head, __ATOMIC_ACQUIRE);
+    uint64_t tail = atomic_load_explicit(&fp.tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&fp.head, memory_order_acquire);
     *data = NULL;
     *len = 0;
     if (!fp.ring || head == tail)
@@ -452,20 +521,20 @@ void fp_staged(const unsigned char **data, size_t *len)
 
 void fp_consumed(size_t len)
 {
-    __atomic_add_fetch(&fp.tail, len, __ATOMIC_RELEASE);
+    atomic_fetch_add_explicit(&fp.tail, len, memory_order_release);
 }
 
 int fp_pending(void)
 {
-    return __atomic_load_n(&fp.head, __ATOMIC_ACQUIRE) !=
-           __atomic_load_n(&fp.tail, __ATOMIC_RELAXED);
+    return atomic_load_explicit(&fp.head, memory_order_acquire) !=
+           atomic_load_explicit(&fp.tail, memory_order_relaxed);
 }
 
 /* Caller holds fp.lock (the only producer).  `need` bytes, 8-aligned,
  * contiguous; NULL if the ring has no room. */
 static struct staged_record *reserve(size_t need, uint64_t *head)
 {
-    uint64_t tail = __atomic_load_n(&fp.tail, __ATOMIC_ACQUIRE);
+    uint64_t tail = atomic_load_explicit(&fp.tail, memory_order_acquire);
     size_t off = *head % fp.ring_size;
     size_t until_end = fp.ring_size - off;
     size_t hdr = sizeof(struct staged_record);
@@ -490,8 +559,10 @@ static struct staged_record *reserve(size_t need, uint64_t *head)
 
 /* --- one write -------------------------------------------------------------------- */
 
-/* user_event_validate(), as the engine's UserEvent.validate() does it;
- * 0 if valid, -1 if not, 1 if only the engine can tell. */
+/* user_event_validate(), as the engine's UserEvent.validate() does it, on
+ * the entry as encoded in the staging ring: entry[-1] is the last byte of
+ * its event header, which the kernel's `*(char *)(pos - 1)` reads for an
+ * empty __data_loc string at offset 0.  0 if valid, -1 if not. */
 static int validate(const struct fp_event *ev, const unsigned char *entry,
                     size_t end)
 {
@@ -505,12 +576,8 @@ static int validate(const struct fp_event *ev, const unsigned char *entry,
         size_t stop = start + (loc >> 16);
         if (stop > end)
             return -1;
-        if (v->ensure_null) {
-            if (stop == 0)
-                return 1;  /* the engine's reading of a 0-byte field */
-            if (entry[stop - 1] != 0)
-                return -1;
-        }
+        if (v->ensure_null && entry[(ptrdiff_t)stop - 1] != 0)
+            return -1;
     }
     return 0;
 }
@@ -530,43 +597,34 @@ static uint64_t read_clock(const struct fp_array *a)
            a->divisor;
 }
 
-/* Whether a write request of `size` bytes from thread `tid` is the whole
- * write(2) or writev(2) it is in, by /proc/<tid>/syscall (the call and its
- * arguments while it sleeps in our request; no client memory is read, which
- * this thread must never do): a write(2) of `size` bytes, or a writev(2) of
- * so few iovecs that the request cannot have reached max_pages (each iovec
- * spans at most two pages more than its bytes fill).  x86_64 numbers. */
-static int whole_request(uint32_t tid, uint32_t size)
+/* Whether a write request of `size` bytes is the whole write(2) or
+ * writev(2) it is in, by the writer's system call (read_syscall): a
+ * write(2) of `size` bytes, or a writev(2) of so few iovecs that the request
+ * cannot have reached max_pages (each iovec spans at most two pages more
+ * than its bytes fill).  x86_64 numbers.  Caller holds fp.lock. */
+static int whole_request(const struct proc_facts *f, uint32_t size)
 {
-    char path[48], buf[256];
-    snprintf(path, sizeof(path), "/proc/%u/syscall", tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
-    char *p = buf;
-    long nr = strtol(p, &p, 10);
-    unsigned long long args[3];
-    for (int i = 0; i < 3; i++)
-        args[i] = strtoull(p, &p, 16);
     if (size >= fp.max_write)
         return 0;
-    if (nr == 1 /* write */)
-        return args[2] == size;
-    if (nr == 20 /* writev */)
-        return 2 * args[2] + size / 4096 + 1 < fp.max_pages;
+    if (f->nr == 1 /* write */)
+        return f->args[2] == size;
+    if (f->nr == 20 /* writev */)
+        return 2 * f->args[2] + size / 4096 + 1 < fp.max_pages;
     return 0;
 }
 
-/* Caller holds fp.lock.  FP_SERVED with the records staged, or why not. */
-static enum fp_decline decide(const struct fuse_in_header *in,
-                              const struct fuse_write_in *arg,
-                              const unsigned char *data, int *wake)
+/* Not a decision: fp_handle() must read what `facts` lacks, then ask again. */
+#define FP_READ_PROC (-1)
+
+/* Caller holds fp.lock.  FP_SERVED with the records staged, why not, or
+ * FP_READ_PROC with what to read from /proc in `facts` (tid, tgid). */
+static int decide(const struct fuse_in_header *in,
+                  const struct fuse_write_in *arg,
+                  const unsigned char *data, int *wake,
+                  struct proc_facts *facts)
 {
+    if (!atomic_load_explicit(&fp.on, memory_order_relaxed))
+        return FP_NO_FILE;  /* switched off since fp_handle looked */
     struct fp_file *f = *file_slot(arg->fh);
     if (!f)
         return FP_NO_FILE;
@@ -576,9 +634,14 @@ static enum fp_decline decide(const struct fuse_in_header *in,
      * and max_pages pages per request, a page per iovec at least, so one
      * byte per page at least): only the engine can see the whole of it,
      * unless the writer's system call shows it is all here. */
-    if ((arg->size >= fp.max_write || arg->size >= fp.max_pages) &&
-        !whole_request(in->pid, arg->size))
-        return FP_LARGE;
+    if (arg->size >= fp.max_write || arg->size >= fp.max_pages) {
+        if (!facts->syscall_read) {
+            facts->want = WANT_SYSCALL;
+            return FP_READ_PROC;
+        }
+        if (!whole_request(facts, arg->size))
+            return FP_LARGE;
+    }
     int32_t index;
     memcpy(&index, data, 4);
     if (index < 0 || (uint32_t)index >= f->nslots || !f->ids[index])
@@ -594,13 +657,31 @@ static enum fp_decline decide(const struct fuse_in_header *in,
         if (c->tid == (pid_t)in->pid)
             t = c;
     }
-    if (!t || (t->expires <= now_ns() && refresh_task(t) < 0))
+    if (!t)
         return FP_TASK;
+    if (t->expires <= now_ns()) {
+        if (!facts->stat_read || facts->tid != t->tid || facts->tgid != t->tgid) {
+            facts->stat_read = 0;
+            facts->tid = t->tid;
+            facts->tgid = t->tgid;
+            facts->want = WANT_STAT;
+            return FP_READ_PROC;
+        }
+        if (!facts->stat_ok)
+            return FP_TASK;
+        memcpy(t->comm, facts->comm, sizeof(t->comm));
+        t->cpu = (uint16_t)(facts->cpu % fp.nr_cpus);
+        t->expires = now_ns() + fp.task_ttl;
+        fp.stats.task_refreshes++;
+    }
     size_t entry_len = sizeof(struct trace_entry) + arg->size - 4;
     uint8_t recording = 0;
     for (unsigned a = 0; a < FP_MAX_ARRAYS; a++) {
-        if (!(ev->recorders >> a & 1) ||
-            !array_records(&fp.arrays[a], entry_len, t->cpu))
+        if (!(ev->recorders >> a & 1))
+            continue;
+        if (fp.arrays[a].mask_lost)
+            return FP_TABLE;
+        if (!array_records(&fp.arrays[a], entry_len, t->cpu))
             continue;
         if (!fp.arrays[a].divisor)
             return FP_CLOCK;
@@ -611,8 +692,7 @@ static enum fp_decline decide(const struct fuse_in_header *in,
     /* The largest encoding: TIME_EXTEND and a long event's two words. */
     size_t need = (sizeof(struct staged_record) + 16 + entry_len + 7) &
                   ~(size_t)7;
-    uint64_t head = __atomic_load_n(&fp.head, __ATOMIC_RELAXED);
-    const unsigned char *first_entry = NULL;
+    uint64_t head = atomic_load_explicit(&fp.head, memory_order_relaxed);
     for (unsigned a = 0; a < FP_MAX_ARRAYS; a++) {
         if (!(recording >> a & 1))
             continue;
@@ -628,9 +708,10 @@ static enum fp_decline decide(const struct fuse_in_header *in,
         struct trace_entry e = {.type = f->ids[index], .pid = (int32_t)in->pid};
         memcpy(entry, &e, sizeof(e));
         memcpy(entry + sizeof(e), data + 4, arg->size - 4);
-        if (!first_entry && ev->nval && validate(ev, entry, entry_len))
-            return FP_INVALID;  /* the engine answers (or decides) */
-        first_entry = entry;
+        /* Each array's entry, as the kernel validates each file's
+         * reservation (their headers differ). */
+        if (ev->nval && validate(ev, entry, entry_len))
+            return FP_INVALID;  /* the engine answers */
         r->size = (uint32_t)need;
         r->cpu = t->cpu;
         r->array = (uint8_t)a;
@@ -646,34 +727,50 @@ static enum fp_decline decide(const struct fuse_in_header *in,
         memcpy(r->comm, t->comm, sizeof(r->comm));
         *last = ts;
     }
-    __atomic_store_n(&fp.head, head, __ATOMIC_RELEASE);
+    atomic_store_explicit(&fp.head, head, memory_order_release);
     fp.stats.staged++;
-    *wake = fp.wake || head - __atomic_load_n(&fp.tail, __ATOMIC_RELAXED) >
-                           fp.ring_size / 2;
+    *wake = atomic_load_explicit(&fp.wake, memory_order_acquire) ||
+            head - atomic_load_explicit(&fp.tail, memory_order_relaxed) >
+                fp.ring_size / 2;
     return FP_SERVED;
 }
 
 int fp_handle(const unsigned char *req, size_t len, int dev_fd)
 {
     const struct fuse_in_header *in = (const void *)req;
-    if (in->opcode != FUSE_WRITE || !fp.on)
+    if (in->opcode != FUSE_WRITE ||
+        !atomic_load_explicit(&fp.on, memory_order_acquire))
         return 0;
     const struct fuse_write_in *arg = (const void *)(in + 1);
     const unsigned char *data = (const void *)(arg + 1);
     if (len < sizeof(*in) + sizeof(*arg) ||
         len - sizeof(*in) - sizeof(*arg) != arg->size)
         return 0;
-    int wake = 0;
-    pthread_mutex_lock(&fp.lock);
-    enum fp_decline why = decide(in, arg, data, &wake);
-    if (why == FP_SERVED)
-        fp.stats.served++;
-    else
-        fp.stats.declined[why]++;
-    pthread_mutex_unlock(&fp.lock);
+    int wake = 0, why;
+    struct proc_facts facts = {0};
+    /* Each round adds a fact (the system call, then the stat), so three
+     * rounds do unless the table changed the writer meanwhile: then the
+     * engine decides.  The last look at the table decides. */
+    for (int round = 0;; round++) {
+        pthread_mutex_lock(&fp.lock);
+        why = decide(in, arg, data, &wake, &facts);
+        if (why == FP_READ_PROC && round == 3)
+            why = FP_TASK;
+        if (why == FP_SERVED)
+            fp.stats.served++;
+        else if (why != FP_READ_PROC)
+            fp.stats.declined[why]++;
+        pthread_mutex_unlock(&fp.lock);
+        if (why != FP_READ_PROC)
+            break;
+        if (facts.want == WANT_SYSCALL)
+            read_syscall(&facts, in->pid);
+        else
+            read_stat(&facts);
+    }
     if (why == FP_NO_FILE)
         return 0;  /* not user_events_data: nothing to say */
-    if (fp.debug)
+    if (atomic_load_explicit(&fp.debug, memory_order_relaxed))
         fuse_log(FUSE_LOG_DEBUG,
                  "tracefs fast path: unique: %llu, user_events write of %u "
                  "bytes by %u: %s\n", (unsigned long long)in->unique,

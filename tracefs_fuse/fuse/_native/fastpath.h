@@ -25,6 +25,7 @@ enum fp_decline {
     FP_INVALID,    /* a dynamic field fails validation (EFAULT) */
     FP_FULL,       /* no room in the staging ring */
     FP_LARGE,      /* may be the first part of a write FUSE split */
+    FP_TABLE,      /* a recording array's cpumask was lost (out of memory) */
     FP_NR_REASONS
 };
 

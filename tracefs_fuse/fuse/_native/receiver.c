@@ -52,6 +52,16 @@
  * owner): the access fails, the engine answers EFAULT, and that filesystem
  * is gone, as `fusermount3 -u -z` plus a dead daemon would leave it.
  *
+ * Threads share the queue under rx.lock; what they share outside it is a
+ * C11 atomic.  The Python thread's current access (pid, addr, size, since)
+ * is a seqlock: `since` is 0 while the other three change, and a reader
+ * that copied them checks, after an acquire fence, that `since` did not move.
+ *
+ * The two items that must never be lost, the drain and the device's end,
+ * are not allocated: each has its own static item (at most one of each is
+ * ever queued), so running out of memory cannot hide the end of the device
+ * from the session loop or a drain from a blocked reader.
+ *
  * Kernel: fs/fuse/dev.c (fuse_dev_do_read: one whole request per read, or
  * ENODEV once the connection is gone), fs/fuse/file.c (fuse_send_read: page
  * cache fills carry no lock owner).
@@ -61,6 +71,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -110,17 +121,24 @@ static struct {
     struct rx_stats stats;
 } rx = {.dev_fd = -1, .event_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* The items that are never allocated (see the top of this file). */
+static struct item drain_item = {.kind = RX_DRAIN}, end_item = {.kind = RX_END};
+
 /* CLOCK_MONOTONIC (ns) at which the Python thread's current access to client
  * memory began; 0 outside one.  Then whose memory, and where. */
-static uint64_t access_since;
-static pid_t access_pid;
-static uint64_t access_addr, access_size;
+static _Atomic uint64_t access_since;
+static _Atomic pid_t access_pid;
+static _Atomic uint64_t access_addr, access_size;
 /* access_since of the last access whose wait a connection abort ended. */
-static uint64_t aborted_since;
+static _Atomic uint64_t aborted_since;
+
+/* The counters of rx_stats that threads bump without rx.lock. */
+static atomic_ullong received, served_natively, own_fills_refused,
+    stuck_fills_refused, foreign_aborted;
 
 /* Our own mount's device, as /proc/<pid>/maps writes it; never aborted. */
 static unsigned own_major, own_minor;
-static int own_known;
+static atomic_int own_known;
 
 static uint64_t now_ns(void)
 {
@@ -129,25 +147,31 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The seqlock's writer (the Python thread only): `since` 0, then the
+ * release fence orders that before the new pid, addr and size, so a reader
+ * that saw any of them sees `since` changed when it checks again. */
 void rx_access_begin(pid_t pid, uint64_t addr, uint64_t size)
 {
-    __atomic_store_n(&access_pid, pid, __ATOMIC_RELAXED);
-    __atomic_store_n(&access_addr, addr, __ATOMIC_RELAXED);
-    __atomic_store_n(&access_size, size, __ATOMIC_RELAXED);
-    __atomic_store_n(&access_since, now_ns(), __ATOMIC_RELEASE);
+    atomic_store_explicit(&access_since, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&access_pid, pid, memory_order_relaxed);
+    atomic_store_explicit(&access_addr, addr, memory_order_relaxed);
+    atomic_store_explicit(&access_size, size, memory_order_relaxed);
+    atomic_store_explicit(&access_since, now_ns(), memory_order_release);
 }
 
 void rx_set_own_device(unsigned major, unsigned minor)
 {
     own_major = major;
     own_minor = minor;
-    __atomic_store_n(&own_known, 1, __ATOMIC_RELEASE);
+    atomic_store_explicit(&own_known, 1, memory_order_release);
 }
 
 int rx_access_end(void)
 {
-    uint64_t since = __atomic_exchange_n(&access_since, 0, __ATOMIC_ACQ_REL);
-    return since != 0 && since == __atomic_load_n(&aborted_since, __ATOMIC_ACQUIRE);
+    uint64_t since = atomic_exchange_explicit(&access_since, 0, memory_order_acq_rel);
+    return since != 0 &&
+           since == atomic_load_explicit(&aborted_since, memory_order_acquire);
 }
 
 /* Caller holds rx.lock. */
@@ -175,44 +199,49 @@ static void enqueue(struct item *it)
     signal_python();
 }
 
-static void push(enum rx_item_kind kind, const void *data, size_t len, int fill)
+static void push_request(const void *data, size_t len, int fill)
 {
-    struct item *it = malloc(sizeof(*it) + (kind == RX_REQUEST ? len : 0));
-    pthread_mutex_lock(&rx.lock);
+    struct item *it = malloc(sizeof(*it) + len);
     if (!it) {
         /* Out of memory: the request cannot be kept; the kernel's caller
          * gets ENOMEM rather than a wait for ever. */
-        pthread_mutex_unlock(&rx.lock);
-        if (kind == RX_REQUEST)
-            rx_reply_err(rx.dev_fd,
-                         ((const struct fuse_in_header *)data)->unique,
-                         ENOMEM);
+        rx_reply_err(rx.dev_fd, ((const struct fuse_in_header *)data)->unique,
+                     ENOMEM);
         return;
     }
-    it->kind = kind;
+    it->kind = RX_REQUEST;
     it->fill = fill;
     it->len = len;
-    if (kind == RX_REQUEST) {
-        memcpy(it->data, data, len);
-        rx.stats.queued++;
-    }
+    memcpy(it->data, data, len);
+    pthread_mutex_lock(&rx.lock);
+    rx.stats.queued++;
     enqueue(it);
     pthread_mutex_unlock(&rx.lock);
+}
+
+/* The device ended with `err`: the last item, queued once. */
+static void push_end(int err)
+{
+    pthread_mutex_lock(&rx.lock);
+    end_item.len = (size_t)err;
+    enqueue(&end_item);
+    pthread_mutex_unlock(&rx.lock);
+}
+
+/* Frees an item taken off the queue (the static ones stay). */
+static void release(struct item *it)
+{
+    if (it != &drain_item && it != &end_item)
+        free(it);
 }
 
 void rx_push_drain(void)
 {
     pthread_mutex_lock(&rx.lock);
     if (!rx.drain_queued) {
-        struct item *it = malloc(sizeof(*it));
-        if (it) {
-            it->kind = RX_DRAIN;
-            it->fill = 0;
-            it->len = 0;
-            rx.drain_queued = 1;
-            rx.stats.drains_queued++;
-            enqueue(it);
-        }
+        rx.drain_queued = 1;
+        rx.stats.drains_queued++;
+        enqueue(&drain_item);
     }
     pthread_mutex_unlock(&rx.lock);
 }
@@ -283,11 +312,11 @@ static void abort_connection(unsigned minor, uint64_t since)
     if (fd < 0)
         return;  /* not a FUSE connection (another anonymous device) */
     /* Marked first: the access it ends looks when it returns. */
-    __atomic_store_n(&aborted_since, since, __ATOMIC_RELEASE);
+    atomic_store_explicit(&aborted_since, since, memory_order_release);
     if (write(fd, "1", 1) == 1)
-        __atomic_add_fetch(&rx.stats.foreign_aborted, 1, __ATOMIC_RELAXED);
+        atomic_fetch_add_explicit(&foreign_aborted, 1, memory_order_relaxed);
     else
-        __atomic_store_n(&aborted_since, 0, __ATOMIC_RELEASE);
+        atomic_store_explicit(&aborted_since, 0, memory_order_release);
     close(fd);
 }
 
@@ -301,7 +330,8 @@ static void *unstick(void *arg)
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/maps", (int)job.pid);
     /* Until our own device is known, nothing can be told apart from it. */
-    FILE *maps = __atomic_load_n(&own_known, __ATOMIC_ACQUIRE) ? fopen(path, "re") : NULL;
+    FILE *maps = atomic_load_explicit(&own_known, memory_order_acquire) ? fopen(path, "re")
+                                                                        : NULL;
     char *line = NULL;
     size_t cap = 0;
     while (maps && getline(&line, &cap, maps) > 0) {
@@ -314,7 +344,7 @@ static void *unstick(void *arg)
             break;  /* the lines are in address order */
         /* 00:00 is no device (anonymous memory); anonymous devices start at 1. */
         if (major == 0 && minor != 0 && !(major == own_major && minor == own_minor) &&
-            __atomic_load_n(&access_since, __ATOMIC_ACQUIRE) == job.since)
+            atomic_load_explicit(&access_since, memory_order_acquire) == job.since)
             abort_connection(minor, job.since);
     }
     free(line);
@@ -332,11 +362,14 @@ static void start_unstick(uint64_t since)
     struct stuck *job = malloc(sizeof(*job));
     if (!job)
         return;
-    job->pid = __atomic_load_n(&access_pid, __ATOMIC_RELAXED);
-    job->addr = __atomic_load_n(&access_addr, __ATOMIC_RELAXED);
-    job->size = __atomic_load_n(&access_size, __ATOMIC_RELAXED);
+    /* The seqlock's reader: `since` was loaded (acquire) by the caller. */
+    job->pid = atomic_load_explicit(&access_pid, memory_order_relaxed);
+    job->addr = atomic_load_explicit(&access_addr, memory_order_relaxed);
+    job->size = atomic_load_explicit(&access_size, memory_order_relaxed);
     job->since = since;
-    if (__atomic_load_n(&access_since, __ATOMIC_ACQUIRE) != since) {
+    /* Orders the three loads above before the re-check below. */
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&access_since, memory_order_relaxed) != since) {
         free(job);  /* a new access began meanwhile: pid/addr may be its */
         return;
     }
@@ -366,7 +399,7 @@ static void *watch(void *unused)
         until.tv_sec += until.tv_nsec / 1000000000;
         until.tv_nsec %= 1000000000;
         pthread_cond_timedwait(&rx.fill_queued, &rx.lock, &until);
-        uint64_t since = __atomic_load_n(&access_since, __ATOMIC_ACQUIRE);
+        uint64_t since = atomic_load_explicit(&access_since, memory_order_acquire);
         if (rx.stopping || since == 0)
             continue;
         uint64_t stuck = now_ns() - since;
@@ -389,9 +422,9 @@ static void *watch(void *unused)
             rx_reply_err(rx.dev_fd,
                          ((const struct fuse_in_header *)refused->data)->unique,
                          EIO);
-            __atomic_add_fetch(&rx.stats.stuck_fills_refused, 1,
-                               __ATOMIC_RELAXED);
-            free(refused);
+            atomic_fetch_add_explicit(&stuck_fills_refused, 1,
+                                      memory_order_relaxed);
+            release(refused);
             refused = next;
         }
         pthread_mutex_lock(&rx.lock);
@@ -422,26 +455,26 @@ static void *receive(void *unused)
             err = EIO;  /* libfuse: "short read on fuse device" */
             break;
         }
-        __atomic_add_fetch(&rx.stats.received, 1, __ATOMIC_RELAXED);
+        atomic_fetch_add_explicit(&received, 1, memory_order_relaxed);
         int fill = is_fill(buf, (size_t)n);
         if (fill && own_fill(buf)) {
-            __atomic_add_fetch(&rx.stats.own_fills_refused, 1,
-                               __ATOMIC_RELAXED);
+            atomic_fetch_add_explicit(&own_fills_refused, 1,
+                                      memory_order_relaxed);
             rx_reply_err(rx.dev_fd,
                          ((const struct fuse_in_header *)buf)->unique, EIO);
             continue;
         }
         if (rx.handler && rx.handler(buf, (size_t)n, rx.dev_fd)) {
-            __atomic_add_fetch(&rx.stats.native, 1, __ATOMIC_RELAXED);
+            atomic_fetch_add_explicit(&served_natively, 1, memory_order_relaxed);
             continue;
         }
-        push(RX_REQUEST, buf, (size_t)n, fill);
+        push_request(buf, (size_t)n, fill);
     }
     free(buf);
     pthread_mutex_lock(&rx.lock);
     rx.running = 0;
     pthread_mutex_unlock(&rx.lock);
-    push(RX_END, NULL, (size_t)err, 0);
+    push_end(err);
     return NULL;
 }
 
@@ -473,6 +506,11 @@ int rx_start(int dev_fd, int event_fd, size_t bufsize, rx_handler handler)
     rx.fills = 0;
     rx.stopping = 0;
     memset(&rx.stats, 0, sizeof(rx.stats));
+    atomic_store(&received, 0);
+    atomic_store(&served_natively, 0);
+    atomic_store(&own_fills_refused, 0);
+    atomic_store(&stuck_fills_refused, 0);
+    atomic_store(&foreign_aborted, 0);
     /* The watchdog's deadlines are CLOCK_MONOTONIC, like access_since (a
      * condition variable's clock is CLOCK_REALTIME unless told). */
     pthread_condattr_t cattr;
@@ -512,7 +550,7 @@ int rx_stop(void)
     pthread_mutex_lock(&rx.lock);
     for (struct item *it = rx.head, *next; it; it = next) {
         next = it->next;
-        free(it);
+        release(it);
     }
     rx.head = NULL;
     rx.tailp = &rx.head;
@@ -568,7 +606,7 @@ enum rx_item_kind rx_take(void *buf, size_t len, size_t *n)
         *n = it->len < len ? it->len : len;
         memcpy(buf, it->data, *n);
     }
-    free(it);
+    release(it);
     return kind;
 }
 
@@ -577,12 +615,12 @@ void rx_get_stats(struct rx_stats *out)
     pthread_mutex_lock(&rx.lock);
     *out = rx.stats;
     pthread_mutex_unlock(&rx.lock);
-    out->received = __atomic_load_n(&rx.stats.received, __ATOMIC_RELAXED);
-    out->native = __atomic_load_n(&rx.stats.native, __ATOMIC_RELAXED);
+    out->received = atomic_load_explicit(&received, memory_order_relaxed);
+    out->native = atomic_load_explicit(&served_natively, memory_order_relaxed);
     out->own_fills_refused =
-        __atomic_load_n(&rx.stats.own_fills_refused, __ATOMIC_RELAXED);
+        atomic_load_explicit(&own_fills_refused, memory_order_relaxed);
     out->stuck_fills_refused =
-        __atomic_load_n(&rx.stats.stuck_fills_refused, __ATOMIC_RELAXED);
+        atomic_load_explicit(&stuck_fills_refused, memory_order_relaxed);
     out->foreign_aborted =
-        __atomic_load_n(&rx.stats.foreign_aborted, __ATOMIC_RELAXED);
+        atomic_load_explicit(&foreign_aborted, memory_order_relaxed);
 }
