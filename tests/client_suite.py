@@ -99,7 +99,8 @@ WAIT_FOR_RECORDERS = ("for c in /sys/kernel/tracing/per_cpu/cpu*; do "
 TRACE_CMD_SECTION = Section("trace-cmd", """(
     d=$(mktemp -d) && trap 'rm -rf "$d"' EXIT && cd "$d" || exit
     echo 'u:emit u32 count; char[16] msg' >> "$t/dynamic_events" || exit
-    trace-cmd record -e user_events:emit sh -c '""" + WAIT_FOR_RECORDERS + """; exec "$0" "$1" 5' "$b/ue_emit" "$t" || exit
+    trace-cmd record -e user_events:emit \
+        sh -c '""" + WAIT_FOR_RECORDERS + """; exec "$0" "$1" 5' "$b/ue_emit" "$t" || exit
     trace-cmd report
 )""", tuple(f"emit: count={i} msg=msg-{i}" for i in range(5)),
     report=r"^ *ue_emit-\d+ +\[\d{3}\] +[\d.]+: (emit: .*)$")

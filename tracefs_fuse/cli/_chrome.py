@@ -58,10 +58,10 @@ def chrome_trace(records: Iterable[Record]) -> dict[str, Any]:
         cpus.add(record.cpu)
         ts = _microseconds(record.timestamp)
         if isinstance(record, Lost):
-            args = {} if record.count is None else {"count": record.count}
+            lost: dict[str, object] = {} if record.count is None else {"count": record.count}
             events.append({"name": "lost events", "cat": "tracefs-fuse", "ph": "i", "s": "t",
                            "ts": ts, "pid": CPU_PROCESS, "tid": _cpu_thread(record.cpu),
-                           "args": args})
+                           "args": lost})
             continue
         args = dict(record.fields)
         if record.error is not None:

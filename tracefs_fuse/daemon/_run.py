@@ -12,8 +12,8 @@ Rules:
     not run on against a dead mount.
   * After the command, the summary on stderr (after ``--record``'s line) names
     what the user must know without ``--log-level info``: every registration
-    refused (:class:`_Refusals`; at ``info`` the log names each already) and every ``--events`` pattern that matched
-    no user event (:class:`_Matches`).
+    refused (:class:`_Refusals`; at ``info`` the log names each already) and
+    every ``--events`` pattern that matched no user event (:class:`_Matches`).
 """
 
 from __future__ import annotations
