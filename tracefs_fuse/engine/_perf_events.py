@@ -33,6 +33,7 @@ from ._memory import Tgid
 from ._perf_buffer import PerfBuffer, check_mapping
 from ._perf_event_attr import Flag, Kind, PerfEventAttr
 from ._perf_output import Counts, EventIds, SampleFacts, lost_record, read, sample_record
+from ._ringbuf import Accept
 from ._task import Task
 from ._tree import POLLIN, POLLRDNORM, Dir, File, FileKind, Node, OpenFile, Vma
 
@@ -96,12 +97,17 @@ class PerfEvent:
     def can_record(self, length: int, cpu: int) -> bool:
         return self.enabled and self.cpu in (-1, cpu)
 
-    def record(self, entry: bytes, task: Task) -> None:
+    def record(self, entry: bytes, task: Task, accept: Accept | None = None) -> None:
         target = self.target
         if target is not None:
             same = task.tgid == target.tgid if self.attr.has(Flag.INHERIT) else task.pid == target.pid
             if not same:
                 return
+        # user_event_perf validates the entry in perf_trace_buf_alloc()'s buffer, which it
+        # starts: the byte before an empty __data_loc string at offset 0 lies outside that
+        # buffer, in memory we cannot know; it is taken as 0 (the string's NUL).
+        if accept is not None and not accept(0):
+            return
         self.count += 1
         facts = SampleFacts(pid=task.tgid, tid=task.pid, time=self.owner.now(self.clock),
                             cpu=task.cpu, entry=entry)
