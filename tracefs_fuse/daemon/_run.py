@@ -15,6 +15,7 @@ Rules:
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import signal
@@ -27,6 +28,7 @@ import trio
 from ..fuse._session import terminate
 from ..host import _environment, _namespace
 from ..lib import libc
+from ..process._budget import restore_fd_limit
 from ..record._recording import finish_recording, start_recording
 from ._config import MountConfig
 from ._daemon import Daemon
@@ -36,10 +38,12 @@ log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
 
 
-def _child_setup() -> None:
+def _child_setup(fd_limit: int) -> None:
     # Ignored signals stay ignored across exec: give the command the default.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    # The daemon raised its own; the command gets the limit we were given.
+    restore_fd_limit(fd_limit)
 
 
 def exit_status(returncode: int) -> int:
@@ -96,7 +100,8 @@ async def _run(config: MountConfig, argv: list[str], record: tuple[BinaryIO, str
                 # forked the child ends, and trio.lowlevel.open_process forks in
                 # a worker thread that trio retires after 10 s idle, which
                 # killed every command running longer than that.
-                process = subprocess.Popen(argv, preexec_fn=_child_setup, close_fds=False)
+                process = subprocess.Popen(argv, preexec_fn=functools.partial(
+                    _child_setup, daemon.fd_limit), close_fds=False)
             except OSError as exc:
                 print(f"tracefs-fuse run: {argv[0]}: {exc.strerror}", file=sys.stderr)
                 await finish_recording(recording)

@@ -57,6 +57,7 @@ docs/emulation.md):
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -65,8 +66,10 @@ from typing import Literal
 import msgspec
 import trio
 
+from ..engine._errors import TracefsError
 from ..engine._memory import Tgid
 from ..engine._user_events import UserEventRegistry
+from ._budget import BudgetExhausted
 from ._memory import ClientMemory, Image, StatFacts, read_stat
 from ._proc_events import (
     EventsLost,
@@ -162,11 +165,16 @@ class ProcessTracker:
 
     # -- the moments user_events acts ---------------------------------------------------
 
-    def enter(self, tgid: Tgid, tid: int) -> None:
-        """Before a user_events_data ioctl from thread ``tid``: the caller is
-        followed (its forks found before its enablers change, its image
-        pinned) and its memory is reached through the request until
-        :meth:`leave`."""
+    def enter(self, tgid: Tgid, tid: int, owner: int = 0, *, registering: bool = False) -> None:
+        """Before a user_events_data ioctl from thread ``tid`` of uid ``owner``:
+        the caller is followed (its forks found before its enablers change,
+        its image pinned) and its memory is reached through the request until
+        :meth:`leave`.
+
+        Raises:
+            TracefsError: ENOMEM, for a registration whose image ``owner``'s
+                descriptor budget cannot pin (``user_event_mm_alloc`` failing).
+        """
         self.catch_up(pinning=True)
         image = self.memory.image(tgid)
         if image is not None and not image.alive():
@@ -174,7 +182,11 @@ class ProcessTracker:
             image = None
         if image is None:
             try:
-                image = self.memory.pin_caller(tgid, tid)
+                image = self._pin_caller(tgid, tid, owner)
+            except BudgetExhausted as exc:
+                log.debug("cannot follow %d (thread %d): %s", tgid, tid, exc)
+                if registering:
+                    raise TracefsError(errno.ENOMEM, str(exc)) from None
             except OSError as exc:
                 log.debug("cannot follow %d (thread %d): %s", tgid, tid, exc)
             else:
@@ -182,6 +194,18 @@ class ProcessTracker:
                 self._subscribe()
                 self._holding.set()
         self.memory.serve(tgid, tid)
+
+    def _pin_caller(self, tgid: Tgid, tid: int, owner: int) -> Image:
+        """Pin the caller; over budget, first let go of images whose exits are
+        pending (they hold descriptors no more than the kernel holds mms)."""
+        try:
+            return self.memory.pin_caller(tgid, tid, owner)
+        except BudgetExhausted:
+            gone = self.exits.exited_nowait()
+            if not gone:
+                raise
+            self.exited(gone)
+            return self.memory.pin_caller(tgid, tid, owner)
 
     def leave(self, tgid: Tgid) -> None:
         """After the ioctl :meth:`enter` announced."""
