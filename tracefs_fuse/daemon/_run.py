@@ -10,10 +10,23 @@ Rules:
     command is killed (its tracefs is gone) and we exit 1 with the reason.
   * The command gets ``PR_SET_PDEATHSIG`` = SIGKILL: if we are killed, it does
     not run on against a dead mount.
+  * Nothing of the command outlives us (issue 19 item 7): beneath our mount
+    lies the host's real tracefs (``_namespace``), which a process left
+    behind would see once we unmount. We are a child subreaper, so whatever
+    the command leaves running (a double fork, ``setsid``, ``nohup``) becomes
+    our child when its parent exits; once the command has exited, every such
+    process is killed (SIGKILL, until none is left) and reaped, before we
+    unmount.
+
+Caveats:
+  * If ``run`` itself is SIGKILLed, the command dies with it (pdeathsig) but
+    its leftovers are reparented outside: the dead mount still covers the
+    host's tracefs, but root of the namespace could unmount it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
@@ -27,8 +40,9 @@ import trio
 
 from ..fuse._session import terminate
 from ..host import _environment, _namespace
-from ..lib import libc
+from ..lib import check, libc
 from ..process._budget import restore_fd_limit
+from ..process._memory import read_stat
 from ..record._recording import finish_recording, start_recording
 from ._config import MountConfig
 from ._daemon import Daemon
@@ -36,6 +50,8 @@ from ._daemon import Daemon
 log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
+#: include/uapi/linux/prctl.h: orphaned descendants are reparented to us.
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def _child_setup(fd_limit: int) -> None:
@@ -86,6 +102,7 @@ def _replace_mountpoint(config: MountConfig, mountpoint: str) -> MountConfig:
 
 
 async def _run(config: MountConfig, argv: list[str], record: tuple[BinaryIO, str] | None) -> int:
+    check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")
     daemon = Daemon(config)
     async with trio.open_nursery() as nursery:
         await nursery.start(daemon.run, False)
@@ -109,9 +126,47 @@ async def _run(config: MountConfig, argv: list[str], record: tuple[BinaryIO, str
                 return 127 if exc.errno == errno.ENOENT else 126
             forwarder.started(process.pid)
             status = exit_status(await _wait(process))
+        left = await _end_leftovers()
+        if left:
+            log.info("ended %d process(es) the command left running", left)
         await finish_recording(recording)
         terminate()  # unmount; the daemon's tasks then end by themselves
     return status
+
+
+def _children() -> list[int]:
+    """Our children now (the command's leftovers, reparented to us)."""
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            facts = read_stat(int(name))
+            if facts is not None and facts.ppid == me:
+                found.append(int(name))
+    return found
+
+
+async def _end_leftovers() -> int:
+    """Kill and reap every process the command left behind; how many.
+
+    Repeated until none is left: a leftover's own children become ours as it dies.
+    """
+    ended = 0
+    while pids := _children():
+        for pid in pids:
+            try:
+                pidfd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                await trio.lowlevel.wait_readable(pidfd)
+            finally:
+                os.close(pidfd)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            ended += 1
+    return ended
 
 
 async def _wait(process: subprocess.Popen[bytes]) -> int:
