@@ -379,6 +379,14 @@ def _shares_mm(child: int, parent: int) -> bool | None:
     raise OSError(err, os.strerror(err))
 
 
+_SHARES_MM = "shares the mm"
+
+
+class SharesMm(ProcessLookupError):
+    """Not a fork copy: a child sharing its origin's mm (vfork, posix_spawn,
+    clone(CLONE_VM)), which shares the origin's enablers instead."""
+
+
 class ClientMemory:
     """:class:`~tracefs_fuse.engine._memory.ProcessMemory` for the daemon.
 
@@ -487,8 +495,8 @@ class ClientMemory:
             reason = self._not_a_copy(tgid, memfd, origin)
             if reason is not None:
                 self._copies_refused += 1
-                raise ProcessLookupError(errno.ESRCH,
-                                         f"{tgid} is no copy of {origin.tgid}: {reason}")
+                error = SharesMm if reason == _SHARES_MM else ProcessLookupError
+                raise error(errno.ESRCH, f"{tgid} is no copy of {origin.tgid}: {reason}")
             return origin.identity
 
         image = self._pin(tgid, f"{self._proc}/{tgid}/mem", verify, origin.owner)
@@ -521,7 +529,7 @@ class ClientMemory:
         if not origin.pidfd.group_exited():
             shares = _shares_mm(tgid, origin.tgid)
             if shares:
-                return "shares the mm"
+                return _SHARES_MM
             if shares is None:
                 # A copy by every other sign. Were it a CLONE_VM child after all,
                 # its pinned mm is the origin's own: writes land there, never in

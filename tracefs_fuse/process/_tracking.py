@@ -70,7 +70,7 @@ from ..engine._errors import TracefsError
 from ..engine._memory import Tgid
 from ..engine._user_events import UserEventRegistry
 from ._budget import BudgetExhausted
-from ._memory import ClientMemory, Image, StatFacts, read_stat
+from ._memory import PF_FORKNOEXEC, ClientMemory, Image, SharesMm, StatFacts, read_stat
 from ._proc_events import (
     EventsLost,
     ExecEvent,
@@ -91,6 +91,8 @@ RELEASE_BUDGET = 2048
 #: Children we could not pin (exec'd, sharing the mm, gone) whose own
 #: children may still be copies of their origin: kept, newest first.
 _LOST_MAX = 4096
+#: Children sharing one image's mm (CLONE_VM) remembered to take it on.
+_SHARERS_MAX = 64
 #: Longest parent chain walked to find a forked child's origin.
 _CHAIN_MAX = 64
 
@@ -127,6 +129,8 @@ class ProcessTracker:
         self._proc = proc
         self._scan = ProcScan(proc)
         self._lost: OrderedDict[int, Image] = OrderedDict()
+        #: origin -> {pid: starttime} of children found sharing its mm.
+        self._sharers: dict[Tgid, dict[int, int]] = {}
         self._connector: ProcConnector | None = None
         self._connector_ready = trio.Event()
         self._release_needed = trio.Event()
@@ -350,6 +354,13 @@ class ProcessTracker:
         child = Tgid(pid)
         try:
             image = self.memory.pin_copy(child, origin)
+        except SharesMm as exc:
+            # It runs on the origin's mm: the origin's enablers are its own
+            # (user_events_fork, CLONE_VM) until the origin leaves that mm.
+            log.debug("fork %d -> %d shares the mm: %s", origin.tgid, pid, exc)
+            self._lost[pid] = origin
+            self._remember_sharer(origin.tgid, pid)
+            return
         except ProcessLookupError as exc:
             # Not a copy (exec'd, shares the mm, gone): its own children may
             # still be copies of the origin.
@@ -394,12 +405,34 @@ class ProcessTracker:
                 self._exits += 1
             else:
                 self._execs += 1
+            self._hand_over(image)
+        self._sharers.pop(tgid, None)
         self.registry.exit(tgid, deferred=True)
         self._release_needed.set()
         self.memory.unpin(tgid)
         self.exits.unwatch(tgid)
         self._lost.pop(tgid, None)
         self._unsubscribe_if_idle()
+
+    def _remember_sharer(self, origin: Tgid, pid: int) -> None:
+        facts = read_stat(pid, self._proc)
+        sharers = self._sharers.setdefault(origin, {})
+        if facts is not None and len(sharers) < _SHARERS_MAX:
+            sharers[pid] = facts.starttime
+
+    def _hand_over(self, image: Image) -> None:
+        """The image's process leaves its mm (exit, exec): children still on
+        that mm (CLONE_VM) take its enablers on, as the kernel's shared
+        ``user_event_mm`` outlives the registrant until its last task is gone.
+
+        Such a child, with its origin gone from the mm, is pinned as a copy
+        of it (same mm, same AT_RANDOM bytes, never exec'd), so it is adopted.
+        """
+        for pid, starttime in self._sharers.get(image.tgid, {}).items():
+            facts = read_stat(pid, self._proc)
+            if (facts is not None and facts.starttime == starttime
+                    and facts.flags & PF_FORKNOEXEC and Tgid(pid) not in self.registry.mms):
+                self._adopt(pid, image)
 
     # -- tasks ---------------------------------------------------------------------------------
 
