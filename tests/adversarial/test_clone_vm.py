@@ -8,6 +8,8 @@ disabling keep reaching the shared memory while the child runs.
 
 from __future__ import annotations
 
+import os
+import select
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -29,8 +31,10 @@ def test_a_clone_vm_child_keeps_updates_after_the_registrant_exits(
         enable = "events/user_events/adv_clonevm/enable"
         client = spawn_as(None, client_as("adv_clonevm"), mount)
         assert client.stdin is not None
+        child = None
         try:
-            expect_line(client, "ready")
+            lines = expect_line(client, "ready")
+            child = os.pidfd_open(int(lines[0].split()[1]))
             mount.write(enable, "1")  # the child is found here (a catch up)
             client.stdin.write("x")
             client.stdin.flush()
@@ -43,8 +47,11 @@ def test_a_clone_vm_child_keeps_updates_after_the_registrant_exits(
                 answers.append(client.stdout.readline().strip())  # type: ignore[union-attr]
             assert answers == ["set", "clear", "set"]
         finally:
-            client.stdin.write("q")  # the child exits
+            client.stdin.write("q")  # the child exits, and closes its descriptors
             for pipe in (client.stdin, client.stdout, client.stderr):
                 pipe.close()  # type: ignore[union-attr]
+            if child is not None:
+                assert select.select([child], [], [], CLIENT_TIMEOUT_S)[0], "the child stayed"
+                os.close(child)
     finally:
         stop_mount(mount)

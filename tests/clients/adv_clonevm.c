@@ -6,7 +6,8 @@
  *
  * usage: adv_clonevm TRACEFS_DIR
  *   The parent registers "adv_clonevm u32 n" (bit 0 of a word), starts a
- *   CLONE_VM child and prints "ready". Then stdin drives it, one byte a command:
+ *   CLONE_VM child and prints "child PID" and "ready". Then stdin drives it,
+ *   one byte a command:
  *     x  the parent exits (the child stays)
  *     1  the child waits (5 s at most) for the bit to be set, prints "set" or "NOT SET"
  *     0  the child waits for it to clear, prints "clear" or "NOT CLEAR"
@@ -84,15 +85,21 @@ int main(int argc, char **argv)
 		printf("FAIL register: %s\n", strerrorname_np(errno));
 		return 1;
 	}
-	if (clone(child, stack + sizeof stack, CLONE_VM | SIGCHLD, NULL) < 0) {
+	pid_t pid = clone(child, stack + sizeof stack, CLONE_VM | SIGCHLD, NULL);
+	if (pid < 0) {
 		printf("FAIL clone: %s\n", strerrorname_np(errno));
 		return 1;
 	}
+	char line[32];
+	snprintf(line, sizeof line, "child %d\n", (int)pid);
+	say(line);
 	say("ready\n");
 	for (;;) {
 		char c;
-		if (read(0, &c, 1) != 1)
-			return 1;
+		if (read(0, &c, 1) != 1) {
+			parent_gone = 1;  /* the child then reads the end too, and exits */
+			_exit(1);
+		}
 		if (c == 'x') {
 			parent_gone = 1;
 			_exit(0);
