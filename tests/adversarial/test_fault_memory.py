@@ -370,6 +370,40 @@ def test_fault_enable_word_on_a_file_of_a_filesystem_that_never_answers(
     still_serving(mount)
 
 
+@pytest.fixture
+def answering_file(tmp_path: Path, c_client: CClient) -> Iterator[tuple[Path, Interactive]]:
+    """A file on someone else's working FUSE filesystem (its reads are answered)."""
+    where = tmp_path / "innocent"
+    where.mkdir()
+    fs = subprocess.Popen([str(c_client("stall_fs")), str(where), "answer"],
+                          stdout=subprocess.PIPE, text=True)
+    try:
+        assert fs.stdout is not None and fs.stdout.readline() == "ready\n"
+        yield where / "page", fs
+    finally:
+        subprocess.run(["fusermount3", "-u", "-z", str(where)], check=True)
+        fs.communicate(timeout=STEP_TIMEOUT_S)
+
+
+def test_the_watchdog_aborts_only_the_connection_that_is_stuck(
+        mount: Mount, c_client: CClient, stalling_file: tuple[Path, subprocess.Popen[str]],
+        answering_file: tuple[Path, subprocess.Popen[str]]) -> None:
+    """Issue 19 item 4: an access across a page of a working FUSE filesystem
+    (read, answered) and a page of one that never answers. Before, every
+    foreign connection mapped in the access's range was aborted, so anyone
+    could have the root daemon kill another user's working mount."""
+    page, _ = stalling_file
+    innocent, innocent_fs = answering_file
+    out = run_bounded(mount, [str(c_client("fault_mem")), "reg-struct-after", str(mount),
+                              str(page), str(innocent)])
+    assert out == "reg-struct-after rc=-1 errno=EFAULT\n"
+    _aborted(stalling_file, mount)
+    # The working filesystem still answers, its server still runs.
+    assert innocent_fs.poll() is None
+    assert (innocent.read_bytes()[:4]) == (28).to_bytes(4, "little")
+    still_serving(mount)
+
+
 def _thread_ticks(pid: int, comm: str) -> int:
     """utime + stime (clock ticks) of ``pid``'s thread named ``comm``."""
     for task in Path(f"/proc/{pid}/task").iterdir():

@@ -14,6 +14,10 @@
  *
  *   reg-name       DIAG_IOCSREG, name_args at the mapping
  *   reg-struct     DIAG_IOCSREG, struct user_reg across
+ *   reg-struct-after OTHER
+ *                  as reg-struct, but the first page is a mapping of the
+ *                  file OTHER (another filesystem's, which answers: the
+ *                  struct's first 8 bytes come from it)
  *   reg-enable     DIAG_IOCSREG, enable_addr at the mapping
  *   reg-5.18       DIAG_IOCSREG, 5.18 struct user_reg (24 bytes) across
  *   reg-6.1        DIAG_IOCSREG, 6.1 struct user_reg (20 bytes) across
@@ -125,6 +129,10 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		wait_line();
 		report(mode, *(volatile char *)mapped & 0);
+	} else if (!strcmp(mode, "reg-struct-after") && argc == 5) {
+		map_over(mount, argv[4], area);
+		map_over(mount, file, mapped);
+		report(mode, ioctl(data, DIAG_IOCSREG, across));
 	} else if (!strcmp(mode, "reg-struct")) {
 		*(uint32_t *)across = sizeof(struct user_reg);
 		across[5] = 4;  /* enable_size; the rest lies in the mapping */

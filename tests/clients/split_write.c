@@ -6,6 +6,9 @@
  *   iov1024   writev of 1024 iovecs of 1 byte (the index spread over 4)
  *   mib       write(2) of 1 MiB (index first)
  *   unmapped  writev [index][16 bytes at an unmapped address]
+ *   cutshort  writev [index][4 bytes] (answered, not printed), then writev
+ *             [index][300 bytes][16 bytes at an unmapped address]: FUSE sends
+ *             the 304 readable bytes, a request three iovecs could fill
  * Registers "split_write u32 first" (enabled unless "disabled"), writes,
  * prints "<mode> rc=<result> errno=<name>", unregisters.
  */
@@ -80,6 +83,16 @@ int main(int argc, char **argv)
 		munmap(hole, 4096);
 		struct iovec iov[2] = {{&index, 4}, {hole, 16}};
 		rc = writev(fd, iov, 2);
+	} else if (!strcmp(mode, "cutshort")) {
+		static unsigned char readable[300];
+		void *hole = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		munmap(hole, 4096);
+		memset(readable, 7, sizeof(readable));
+		/* A first, good write: the fast path knows this thread from then on. */
+		struct iovec warm[2] = {{&index, 4}, {readable, 4}};
+		(void)!writev(fd, warm, 2);
+		struct iovec iov[3] = {{&index, 4}, {readable, 300}, {hole, 16}};
+		rc = writev(fd, iov, 3);
 	}
 	printf("%s rc=%zd errno=%s\n", mode, rc, rc < 0 ? strerrorname_np(errno) : "0");
 	if (argc < 4)

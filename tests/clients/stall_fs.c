@@ -5,13 +5,17 @@
  * user can, through fusermount3) to stall whoever touches a page of its file
  * that is not cached yet.
  *
- * usage: stall_fs MOUNTPOINT
+ * usage: stall_fs MOUNTPOINT [answer]
  *   One file, "page" (16 KiB, page cache on, so it can be mapped).  Prints
  *   "ready" once mounted, serves until the connection ends (unmounted or
  *   aborted through fusectl), then prints "ended" and exits 0.
+ *   With "answer" it is an innocent, working filesystem instead: reads are
+ *   answered, every 32-bit word of the file being 28 (a struct user_reg's
+ *   size, for a struct that begins in it).
  */
 #include <errno.h>
 #include <fuse_lowlevel.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -57,15 +61,21 @@ static void stall_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_open(req, fi);
 }
 
+static int answering;
+
 /* The point: the request is left unanswered, its reader waits. */
 static void stall_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
-	(void)req;
 	(void)ino;
-	(void)size;
 	(void)off;
 	(void)fi;
+	if (answering) {
+		static uint32_t words[4 * 4096 / 4];
+		for (size_t i = 0; i < sizeof(words) / 4; i++)
+			words[i] = 28;
+		fuse_reply_buf(req, (const char *)words, size < sizeof(words) ? size : sizeof(words));
+	}
 }
 
 static const struct fuse_lowlevel_ops ops = {
@@ -77,10 +87,11 @@ static const struct fuse_lowlevel_ops ops = {
 
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: stall_fs MOUNTPOINT\n");
+	if (argc != 2 && !(argc == 3 && !strcmp(argv[2], "answer"))) {
+		fprintf(stderr, "usage: stall_fs MOUNTPOINT [answer]\n");
 		return 2;
 	}
+	answering = argc == 3;
 	char *fuse_argv[] = {argv[0], NULL};
 	struct fuse_args args = FUSE_ARGS_INIT(1, fuse_argv);
 	struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), NULL);

@@ -44,6 +44,7 @@ from ..fuse._session import (
 )
 from ..host._host_events import host_highest_event_id
 from ..host._mountinfo import mount_device
+from ..process._budget import FdBudget, raise_fd_limit
 from ..process._memory import ClientMemory, watch_accesses
 from ..process._tasks import TaskFacts, TaskTable
 from ..process._tracking import ProcessTracker
@@ -86,7 +87,10 @@ class Daemon:
 
     def __init__(self, config: MountConfig) -> None:
         self.config = config
-        self.memory = ClientMemory()
+        #: The soft RLIMIT_NOFILE we were started with (our children get it back).
+        self.fd_limit = raise_fd_limit()
+        self.budget = FdBudget()
+        self.memory = ClientMemory(budget=self.budget)
         self.tasks = TaskTable()
         self.engine = Tracefs(
             nr_cpus=config.nr_cpus or possible_cpus(), memory=self.memory,
@@ -99,7 +103,8 @@ class Daemon:
                                      gid=config.gid, root_mode=config.mode,
                                      before_release=self.tracker.catch_up)
         self.handler: RequestHandler | None = None
-        self.mappings = MappingTracker(self.engine, self.ops.inodes, "", self._tgid)
+        self.mappings = MappingTracker(self.engine, self.ops.inodes, "", self._tgid,
+                                       self.budget)
         # A perf ring is known once its mapping is (engine/_perf_events.py).
         self.engine.perf.find_mapping = self.mappings.refresh
         self._generation = self.engine.generation
@@ -117,11 +122,11 @@ class Daemon:
         return self.tasks.tgid(tid) or Tgid(tid)
 
     @contextlib.contextmanager
-    def caller(self, tid: int) -> Iterator[Task]:
-        """Around a user_events_data ioctl: its caller is followed, and its memory
-        is reached through the request (``_memory``)."""
+    def caller(self, tid: int, uid: int, registering: bool) -> Iterator[Task]:
+        """Around a user_events_data ioctl: its caller (of uid ``uid``) is
+        followed, and its memory is reached through the request (``_memory``)."""
         task = self._capable_task(tid)
-        self.tracker.enter(task.tgid, tid)
+        self.tracker.enter(task.tgid, tid, uid, registering=registering)
         try:
             yield task
         finally:

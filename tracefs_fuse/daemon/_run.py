@@ -14,10 +14,23 @@ Rules:
     what the user must know without ``--log-level info``: every registration
     refused (:class:`_Refusals`; at ``info`` the log names each already) and
     every ``--events`` pattern that matched no user event (:class:`_Matches`).
+  * Nothing of the command outlives us (issue 19 item 7): beneath our mount
+    lies the host's real tracefs (``_namespace``), which a process left
+    behind would see once we unmount. We are a child subreaper, so whatever
+    the command leaves running (a double fork, ``setsid``, ``nohup``) becomes
+    our child when its parent exits; once the command has exited, every such
+    process is killed (SIGKILL, until none is left) and reaped, before we
+    unmount.
+
+Caveats:
+  * If ``run`` itself is SIGKILLed, the command dies with it (pdeathsig) but
+    its leftovers are reparented outside: the dead mount still covers the
+    host's tracefs, but root of the namespace could unmount it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import logging
@@ -38,6 +51,8 @@ from ..engine._uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
 from ..lib import check, libc
 from ..perf._interception import Interception
 from ..perf._service import PerfService
+from ..process._budget import restore_fd_limit
+from ..process._memory import read_stat
 from ..record._recording import finish_recording, start_recording
 from ._config import MountConfig
 from ._daemon import Daemon
@@ -46,13 +61,18 @@ from ._logging import bug_line, is_bug
 log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
+#: include/uapi/linux/prctl.h: orphaned descendants are reparented to us.
+PR_SET_CHILD_SUBREAPER = 36
 
 
-def _child_setup() -> None:
-    # The signal mask survives exec: the command gets SIGINT as usual.
+def _child_setup(fd_limit: int) -> None:
+    # Ignored signals stay ignored across exec, and the signal mask survives it:
+    # give the command SIGINT as usual.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    # The daemon raised its own; the command gets the limit we were given.
+    restore_fd_limit(fd_limit)
 
 
 def exit_status(returncode: int) -> int:
@@ -113,6 +133,7 @@ def _replace_mountpoint(config: MountConfig, mountpoint: str) -> MountConfig:
 
 async def _run(config: MountConfig, argv: list[str], record: tuple[BinaryIO, str] | None,
                named_events: tuple[str, ...]) -> int:
+    check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")
     with _Refusals() as refusals:
         return await _serve_and_run(config, argv, record, named_events, refusals)
 
@@ -131,7 +152,7 @@ async def _serve_and_run(config: MountConfig, argv: list[str],
         perf = Interception()  # perf_event_open for our events (docs/perf.md)
 
         def child_setup() -> None:
-            _child_setup()
+            _child_setup(daemon.fd_limit)
             perf.in_child()
 
         with _Forwarder() as forwarder:
@@ -157,12 +178,50 @@ async def _serve_and_run(config: MountConfig, argv: list[str],
             status = exit_status(await _wait(process))
             forwarder.ended()  # before any other task runs: one may be about to pass one on
             interrupts.cancel()
-            await perf.stop()
+        left = await _end_leftovers()
+        if left:
+            log.info("ended %d process(es) the command left running", left)
+        await perf.stop()  # after the leftovers: none of them is left waiting on it
         await finish_recording(recording)
         for line in [*refusals.summary(), *matches.summary()]:
             print(f"tracefs-fuse: {line}", file=sys.stderr)
         terminate()  # unmount; the daemon's tasks then end by themselves
     return status
+
+
+def _children() -> list[int]:
+    """Our children now (the command's leftovers, reparented to us)."""
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            facts = read_stat(int(name))
+            if facts is not None and facts.ppid == me:
+                found.append(int(name))
+    return found
+
+
+async def _end_leftovers() -> int:
+    """Kill and reap every process the command left behind; how many.
+
+    Repeated until none is left: a leftover's own children become ours as it dies.
+    """
+    ended = 0
+    while pids := _children():
+        for pid in pids:
+            try:
+                pidfd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                await trio.lowlevel.wait_readable(pidfd)
+            finally:
+                os.close(pidfd)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            ended += 1
+    return ended
 
 
 async def _wait(process: subprocess.Popen[bytes]) -> int:

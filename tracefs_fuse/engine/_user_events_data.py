@@ -18,6 +18,7 @@ Kernel: kernel/trace/trace_events_user.c (``user_events_ioctl_reg``,
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 
 from . import _uapi as uapi
 from ._errors import TracefsError
@@ -142,7 +143,7 @@ class UserEventsData:
     # -- write ------------------------------------------------------------------
 
     def write(self, file: UserEventsFile, data: bytes, offset: int, task: Task, *,
-              count: int | None = None, faulted: bool = False) -> int:
+              count: int | None = None, faulted: bool | Callable[[], bool] = False) -> int:
         """``user_events_write_core``: record ``[s32 index][payload]``.
 
         Args:
@@ -150,7 +151,9 @@ class UserEventsData:
                 write that could be read before its first unreadable byte
                 (``faulted``), or a part longer than any record can be.
             count: the whole write's size, when ``data`` is not all of it.
-            faulted: a byte of the write could not be read.
+            faulted: a byte of the write could not be read; or a function
+                that says so, called only for an enabled event's write (the
+                kernel faults the write in only then).
 
         Returns the whole count, index included.
 
@@ -178,7 +181,7 @@ class UserEventsData:
             if abi is not Abi.V5_18:
                 raise TracefsError(errno.EBADF, f"{event.name} is not enabled")
             return count  # 5.18 (never fixed): a disabled write was a silent no-op
-        if faulted:
+        if faulted if isinstance(faulted, bool) else faulted():
             # fault_in_iov_iter_readable() of the whole write, before any probe.
             raise TracefsError(errno.EFAULT, f"byte {len(data)} of the write is unreadable")
         if not record(event, self.registry.record_header(event, task) + data[4:], task):

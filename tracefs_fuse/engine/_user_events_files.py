@@ -12,6 +12,8 @@ Kernel: kernel/trace/trace_events_user.c (``user_data_fops``, ``user_status_fops
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ._task import Task
 from ._tree import TRACE_MODE_WRITE, File, FileKind, OpenFile
 from ._user_events import UserEventsFile
@@ -30,7 +32,8 @@ class UserEventsDataFile(OpenFile):
     def write(self, data: bytes, offset: int, task: Task) -> int:
         return self.data.write(self.file, data, offset, task)
 
-    def write_whole(self, data: bytes, count: int, faulted: bool, task: Task) -> int:
+    def write_whole(self, data: bytes, count: int, faulted: Callable[[], bool],
+                    task: Task) -> int:
         """A write of ``count`` bytes that FUSE split or cut short (see
         ``UserEventsData.write``)."""
         return self.data.write(self.file, data, 0, task, count=count, faulted=faulted)

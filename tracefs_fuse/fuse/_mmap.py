@@ -59,12 +59,15 @@ from ..engine._errors import TracefsError
 from ..engine._memory import Tgid
 from ..engine._tracefs import Tracefs
 from ..engine._tree import Vma
+from ..process._budget import BudgetExhausted, FdBudget
 from ..process._proc_events import ExitWatcher
 from ._inodes import InodeTable, Path
 
 log = logging.getLogger(__name__)
 
 _PAGE_SIZE = 4096
+#: Descriptors a mapping process costs: its maps and the exit watcher's pidfd.
+_MAPPER_FDS = 2
 
 #: include/uapi/linux/fs.h (6.11+)::
 #:
@@ -133,10 +136,12 @@ class _Mapping(msgspec.Struct, frozen=True):
 class _Process:
     """One process that maps our files, as of its maps descriptor's image."""
 
-    __slots__ = ("tgid", "maps_fd", "accepted", "refused")
+    __slots__ = ("tgid", "maps_fd", "owner", "accepted", "refused")
 
-    def __init__(self, tgid: Tgid, maps_fd: int) -> None:
+    def __init__(self, tgid: Tgid, maps_fd: int, owner: int) -> None:
         self.tgid = tgid
+        #: The uid whose descriptor budget this process's fds count against.
+        self.owner = owner
         #: The /proc/<tgid>/maps descriptor of the read that found the
         #: mappings: it holds that image's mm, queries answer about it.
         self.maps_fd = maps_fd
@@ -151,8 +156,9 @@ class MappingTracker:
     """Which client mappings the engine has been told about."""
 
     def __init__(self, engine: Tracefs, inodes: InodeTable, device: str,
-                 tgid_of: Callable[[int], Tgid]) -> None:
+                 tgid_of: Callable[[int], Tgid], budget: FdBudget | None = None) -> None:
         self.engine = engine
+        self.budget = budget or FdBudget()
         self.inodes = inodes
         self.device = device
         self.tgid_of = tgid_of
@@ -268,6 +274,7 @@ class MappingTracker:
     def close(self) -> None:
         for proc in list(self._procs.values()):
             os.close(proc.maps_fd)
+            self.budget.give(proc.owner, _MAPPER_FDS)
         self._procs.clear()
         self._exits.close()
 
@@ -349,22 +356,45 @@ class MappingTracker:
 
     def _track(self, tgid: Tgid, maps_fd: int) -> _Process | None:
         """Start following a process whose ``maps_fd`` shows mappings of ours
-        (None if it is gone; the caller keeps ``maps_fd`` then)."""
-        proc = _Process(tgid, maps_fd)
+        (None if it is gone, or if its owner keeps its share of descriptors;
+        the caller keeps ``maps_fd`` then)."""
+        try:
+            owner = os.stat(f"/proc/{tgid}").st_uid
+            self._take(owner)
+        except OSError as exc:  # gone, or BudgetExhausted: that client's faults fail
+            log.debug("not following the mappings of %d: %s", tgid, exc)
+            return None
+        proc = _Process(tgid, maps_fd, owner)
         try:
             pidfd = os.pidfd_open(tgid)
         except OSError:
+            self.budget.give(owner, _MAPPER_FDS)
             return None
         try:
             # The maps were read before the pidfd was opened: the number
             # names the same process if the maps' image is still alive.
             if _exited(pidfd) or not self._same_image(proc):
+                self.budget.give(owner, _MAPPER_FDS)
                 return None
             self._exits.watch(tgid, pidfd)
         finally:
             os.close(pidfd)
         self._procs[tgid] = proc
         return proc
+
+    def _take(self, owner: int) -> None:
+        """Budget a new mapper's descriptors; over budget, first forget the
+        mappers whose exits are pending."""
+        try:
+            self.budget.take(owner, _MAPPER_FDS)
+        except BudgetExhausted:
+            gone = [self._procs[tgid] for tgid in self._exits.exited_nowait()
+                    if tgid in self._procs]
+            if not gone:
+                raise
+            for proc in gone:
+                self._forget(proc)
+            self.budget.take(owner, _MAPPER_FDS)
 
     def _report(self, proc: _Process, start: int, ino: int, vma: Vma) -> None:
         path = self.inodes.path(ino)
@@ -392,6 +422,7 @@ class MappingTracker:
         os.close(proc.maps_fd)
         self._exits.unwatch(proc.tgid)
         del self._procs[proc.tgid]
+        self.budget.give(proc.owner, _MAPPER_FDS)
 
 
 def _read_all(fd: int) -> bytes:
@@ -419,4 +450,6 @@ def _procmap_query(fd: int, addr: int) -> tuple[int, ...] | int | None:
 
 def _exited(pidfd: int) -> bool:
     """A pidfd is readable once its process has exited."""
-    return bool(select.select([pidfd], [], [], 0)[0])
+    poller = select.poll()  # never select(): the number may be 1024 or more
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))

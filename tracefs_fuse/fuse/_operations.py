@@ -62,6 +62,16 @@ def _volatile(path: Path) -> bool:
     return len(path) >= 2 and path[0] == "events"
 
 
+class _DirPass:
+    """An open directory: its path, and the listing of the pass under way."""
+
+    __slots__ = ("path", "listing")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.listing: list[tuple[str, Path, Node, bool]] | None = None
+
+
 class OpenFiles:
     """File handles: the engine's open files, by fh number."""
 
@@ -110,6 +120,9 @@ class TracefsOperations(pyfuse3.Operations):
         self.root_mode = root_mode
         self.inodes = InodeTable()
         self.files = OpenFiles()
+        #: Open directories by fh (their own numbers, apart from files').
+        self._dirs: dict[int, _DirPass] = {}
+        self._next_dir = 1
         self.mount_time_ns = time.time_ns()
         #: chmod/chown results by path (tracefs keeps them on the inode).
         self.owners: dict[Path, tuple[int, int, int]] = {}
@@ -201,11 +214,29 @@ class TracefsOperations(pyfuse3.Operations):
         path = self._path(inode)
         if not isinstance(self.resolve(path), Dir):
             raise TracefsError(errno.ENOTDIR, "/".join(path))
-        return inode
+        fh = self._next_dir
+        self._next_dir += 1
+        self._dirs[fh] = _DirPass(path)
+        return fh
 
     @translate_errors
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        path = self._path(fh)
+        dir_pass = self._dirs[fh]
+        if start_id == 0 or dir_pass.listing is None:
+            # A pass starts (opendir, rewinddir): the listing is built once for
+            # all of its readdir calls, as the kernel's getdents walks one
+            # list with a cursor (rebuilding it per call was quadratic).
+            dir_pass.listing = self._listing(dir_pass.path)
+        for index, (name, child_path, child, counted) in enumerate(
+                dir_pass.listing[start_id:], start_id + 1):
+            inode = self.inodes.inode(child_path)
+            if not pyfuse3.readdir_reply(token, name.encode("latin-1"),
+                                         self._attrs(inode, child_path, child), index):
+                break
+            if counted:
+                self.inodes.looked_up(inode)  # readdirplus entries are lookups
+
+    def _listing(self, path: Path) -> list[tuple[str, Path, Node, bool]]:
         node = self.resolve(path)
         assert isinstance(node, Dir)
         # "." and ".." first, as tracefs lists them; the kernel does not count
@@ -214,17 +245,10 @@ class TracefsOperations(pyfuse3.Operations):
             (".", path, node, False), ("..", path[:-1], self.resolve(path[:-1]), False)]
         listing += [(n.name, path + (n.name,), n, True)
                     for n in node.entries() if _representable(n.name)]
-        for index, (name, child_path, child, counted) in enumerate(listing[start_id:],
-                                                                    start_id + 1):
-            inode = self.inodes.inode(child_path)
-            if not pyfuse3.readdir_reply(token, name.encode("latin-1"),
-                                         self._attrs(inode, child_path, child), index):
-                break
-            if counted:
-                self.inodes.looked_up(inode)  # readdirplus entries are lookups
+        return listing
 
     async def releasedir(self, fh: int) -> None:
-        pass
+        self._dirs.pop(fh, None)
 
     @translate_errors
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:

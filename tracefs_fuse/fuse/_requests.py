@@ -42,6 +42,7 @@ from ..engine._errors import TracefsError, WouldBlock
 from ..engine._memory import Tgid
 from ..engine._task import Task
 from ..engine._tree import FileKind, OpenFile
+from ..engine._uapi import DIAG_IOCSREG
 from ..engine._user_events_files import UserEventsDataFile
 from ._errno import errno_of, request_name
 from ._fast_path import NativeWrites
@@ -66,7 +67,7 @@ class RequestHandler:
 
     def __init__(self, ops: TracefsOperations, nursery: trio.Nursery, mappings: MappingTracker,
                  *, writer_task: Callable[[int], Task], control_task: Callable[[int], Task],
-                 caller: Callable[[int], ContextManager[Task]],
+                 caller: Callable[[int, int, bool], ContextManager[Task]],
                  changed: Callable[[], trio.Event | None], native: NativeWrites,
                  read_memory: Callable[[int, Tgid, int, int], bytes]) -> None:
         self.ops = ops
@@ -76,8 +77,8 @@ class RequestHandler:
         self.writer_task = writer_task
         #: ... for control-file writes (adds capabilities).
         self.control_task = control_task
-        #: ... around user_events_data ioctls (the caller is followed, and its
-        #: memory reached through the request).
+        #: ... around user_events_data ioctls: ``caller(tid, uid, registering)``
+        #: (the caller is followed, and its memory reached through the request).
         self.caller = caller
         self.changed = changed
         #: The native fast path: its table is republished before each reply.
@@ -257,7 +258,7 @@ class RequestHandler:
             if isinstance(file, UserEventsDataFile):
                 self.native.file_used(fh, file)  # a registration adds indices
             if file.kind is FileKind.STREAM:
-                with self.caller(req.pid) as task:
+                with self.caller(req.pid, req.uid, cmd == DIAG_IOCSREG) as task:
                     result = file.ioctl(cmd, arg, task)
             else:
                 result = file.ioctl(cmd, arg, self.control_task(req.pid))

@@ -52,7 +52,7 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 MS_BIND = 0x1000
 MS_REC = 0x4000
-MS_PRIVATE = 1 << 18
+MS_SLAVE = 1 << 19
 MNT_DETACH = 2
 
 TRACING = "/sys/kernel/tracing"
@@ -66,6 +66,10 @@ def enter() -> bool:
     """Enter a new mount namespace whose mounts never propagate back, inside a
     new user namespace if we may not mount where we are.
 
+    Its mounts are slaves, not private: an unmount outside (of a shared
+    parent) still reaches this namespace's copy, which would otherwise pin
+    that filesystem for as long as the command runs (issue 19 item 9).
+
     Returns:
         Whether a user namespace was made.
 
@@ -78,7 +82,7 @@ def enter() -> bool:
         except OSError as exc:
             raise _environment.EnvironmentProblem(
                 f"cannot create a mount namespace: {exc.strerror}") from None
-        mount(None, "/", None, MS_REC | MS_PRIVATE)
+        mount(None, "/", None, MS_REC | MS_SLAVE)
         return False
     uid, gid = os.geteuid(), os.getegid()
     try:
@@ -99,9 +103,9 @@ def enter() -> bool:
                 "CAP_SETFCAP") from None
         raise _environment.userns_powerless(exc, f"map uid {uid} to 0") from None
     try:
-        mount(None, "/", None, MS_REC | MS_PRIVATE)
+        mount(None, "/", None, MS_REC | MS_SLAVE)
     except OSError as exc:
-        raise _environment.userns_powerless(exc, "make its mounts private") from None
+        raise _environment.userns_powerless(exc, "make its mounts slaves") from None
     return True
 
 
@@ -120,24 +124,32 @@ def mounted_types(path: str) -> list[str]:
 
 
 def detach_other_tracefs() -> None:
-    """Detach every tracefs mounted elsewhere: inside, ours is the only one.
+    """Detach every tracefs mounted elsewhere, and every other tracefs-fuse
+    mount: inside, ours is the only one.
 
     Tools take the first ``tracefs`` line of ``/proc/mounts``; a tracefs the
-    host mounted at another place would otherwise come first. Only this
-    namespace's copy of those mounts goes. In a user namespace the host's
-    mounts are locked (EINVAL): they stay, which is said.
+    host mounted at another place would otherwise come first. A copy of
+    another tracefs-fuse mount would keep that FUSE connection, and so its
+    daemon, alive after ``tracefs-fuse umount`` outside (issue 19 item 9).
+    Only this namespace's copy of those mounts goes. In a user namespace the
+    host's mounts are locked (EINVAL): they stay, which is said.
     """
-    points = [m.mount_point for m in _mountinfo.read() if m.fstype == "tracefs"]
-    for point in reversed(points):  # submounts before their parents
-        if point in (TRACING, DEBUG_TRACING):
+    points = [(m.mount_point, m.fstype) for m in _mountinfo.read()
+              if m.fstype in ("tracefs", _mountinfo.FSTYPE)]
+    for point, fstype in reversed(points):  # submounts before their parents
+        if fstype == "tracefs" and point in (TRACING, DEBUG_TRACING):
             continue
         if libc.umount2(os.fsencode(point), MNT_DETACH) != 0:
             err = ctypes.get_errno()
-            if err != errno.EINVAL:
+            if fstype == "tracefs" and err != errno.EINVAL:
                 raise OSError(err, f"umount {point}: {os.strerror(err)}")
-            log.info("the host's tracefs at %s cannot be detached here (a user namespace "
-                     "locks it): tools that take the first tracefs in /proc/mounts may "
-                     "pick it", point)
+            # EINVAL: a user namespace locks the host's mounts. For another
+            # user's tracefs-fuse mount also EACCES (its path is closed to
+            # us), ENOTCONN (its daemon died): it stays, as outside.
+            log.info("the host's %s at %s cannot be detached here (%s): tools that take "
+                     "the first tracefs in /proc/mounts may pick it, and umount outside "
+                     "leaves its daemon running while we do", fstype, point,
+                     os.strerror(err))
 
 
 def prepare_tracing_dir() -> str:

@@ -91,6 +91,7 @@ import msgspec
 
 from ..engine._memory import Tgid
 from ..lib import libc
+from ._budget import FdBudget
 from ._stat import field, split_stat
 
 logger = logging.getLogger(__name__)
@@ -120,6 +121,9 @@ def watch_accesses(begin: Callable[[int, int, int], None], end: Callable[[], boo
     access_begin, access_end = begin, end
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+#: Descriptors a pinned image keeps: its pidfd, ``/proc/<pid>/mem`` and the
+#: exit watcher's duplicate of the pidfd (``_proc_events.ExitWatcher``).
+IMAGE_FDS = 3
 #: UIO_MAXIOV: the most iovecs one process_vm_* call accepts.
 _IOV_MAX = 1024
 #: include/linux/sched.h: set at fork, cleared by begin_new_exec(); stat field 9.
@@ -252,14 +256,17 @@ class _Pidfd:
 class Image:
     """One process image, pinned: the mm a process ran when it was tracked."""
 
-    __slots__ = ("tgid", "pidfd", "memfd", "identity")
+    __slots__ = ("tgid", "pidfd", "memfd", "identity", "owner")
 
-    def __init__(self, tgid: Tgid, pidfd: _Pidfd, memfd: int, identity: Identity | None) -> None:
+    def __init__(self, tgid: Tgid, pidfd: _Pidfd, memfd: int, identity: Identity | None,
+                 owner: int) -> None:
         self.tgid = tgid
         self.pidfd = pidfd
         self.memfd = memfd
         #: None when the image has no AT_RANDOM bytes to recognise copies by.
         self.identity = identity
+        #: The uid whose descriptor budget this pin counts against.
+        self.owner = owner
 
     def alive(self) -> bool:
         """Whether this image still runs: not exited, not replaced by exec
@@ -287,7 +294,8 @@ class Image:
             self.memfd = -1
 
 
-def _open_image(tgid: Tgid, mem: str, identify: Callable[[int], Identity | None]) -> Image:
+def _open_image(tgid: Tgid, mem: str, identify: Callable[[int], Identity | None],
+                owner: int) -> Image:
     """Pin ``tgid``'s pidfd and the mm behind ``mem``; ``identify`` (given the
     mem fd) names the image or raises, and nothing stays open then. The pidfd
     is checked last: the number named that process throughout only if it has
@@ -305,7 +313,7 @@ def _open_image(tgid: Tgid, mem: str, identify: Callable[[int], Identity | None]
     except BaseException:
         pidfd.close()
         raise
-    return Image(tgid, pidfd, memfd, identity)
+    return Image(tgid, pidfd, memfd, identity, owner)
 
 
 def _read_identity(tid: int, proc_dir: str, memfd: int,
@@ -371,6 +379,14 @@ def _shares_mm(child: int, parent: int) -> bool | None:
     raise OSError(err, os.strerror(err))
 
 
+_SHARES_MM = "shares the mm"
+
+
+class SharesMm(ProcessLookupError):
+    """Not a fork copy: a child sharing its origin's mm (vfork, posix_spawn,
+    clone(CLONE_VM)), which shares the origin's enablers instead."""
+
+
 class ClientMemory:
     """:class:`~tracefs_fuse.engine._memory.ProcessMemory` for the daemon.
 
@@ -379,9 +395,10 @@ class ClientMemory:
     Not thread-safe: one instance serves one trio thread.
     """
 
-    def __init__(self, proc: str = "/proc") -> None:
+    def __init__(self, proc: str = "/proc", budget: FdBudget | None = None) -> None:
         self._proc = proc
         self._images: dict[Tgid, Image] = {}
+        self._budget = budget or FdBudget()
         #: (tgid, tid) of the request being served.
         self._caller: tuple[Tgid, int] | None = None
         self._local = _Iovec()
@@ -422,7 +439,7 @@ class ClientMemory:
     def images(self) -> list[Image]:
         return list(self._images.values())
 
-    def pin_caller(self, tgid: Tgid, tid: int) -> Image:
+    def pin_caller(self, tgid: Tgid, tid: int, owner: int = 0) -> Image:
         """Pin the image of the process whose thread ``tid`` is waiting for our reply.
 
         Call only while that request is in flight: then the number names the
@@ -434,6 +451,7 @@ class ClientMemory:
             ProcessLookupError: (ESRCH) the thread is gone (its request was
                 abandoned).
             PermissionError: (EPERM/EACCES) no ptrace access to it.
+            BudgetExhausted: (ENOMEM) ``owner`` keeps its share of descriptors.
         """
         old = self._images.get(tgid)
         if old is not None:
@@ -448,8 +466,7 @@ class ClientMemory:
                 raise ProcessLookupError(errno.ESRCH, f"thread {tid} is gone")
             return _read_identity(tid, proc_dir, memfd, stat.layout)
 
-        image = self._images[tgid] = _open_image(tgid, f"{proc_dir}/mem", identify)
-        return image
+        return self._pin(tgid, f"{proc_dir}/mem", identify, owner)
 
     def pin_copy(self, tgid: Tgid, origin: Image) -> Image:
         """Pin ``tgid`` as a fork copy of ``origin``, if it is one.
@@ -462,6 +479,9 @@ class ClientMemory:
             ProcessLookupError: (ESRCH) not a fork copy of ``origin`` (it
                 exec'd, or shares the mm, or is another program), or gone.
             PermissionError: (EPERM/EACCES) no ptrace access to it.
+            BudgetExhausted: (ENOMEM) the origin's owner keeps its share
+                (the kernel's ``user_event_mm_dup`` failing: the child goes
+                without enablers).
         """
         if origin.identity is None:
             raise ProcessLookupError(errno.ESRCH, f"{origin.tgid} cannot vouch for copies")
@@ -475,12 +495,23 @@ class ClientMemory:
             reason = self._not_a_copy(tgid, memfd, origin)
             if reason is not None:
                 self._copies_refused += 1
-                raise ProcessLookupError(errno.ESRCH,
-                                         f"{tgid} is no copy of {origin.tgid}: {reason}")
+                error = SharesMm if reason == _SHARES_MM else ProcessLookupError
+                raise error(errno.ESRCH, f"{tgid} is no copy of {origin.tgid}: {reason}")
             return origin.identity
 
-        image = self._images[tgid] = _open_image(tgid, f"{self._proc}/{tgid}/mem", verify)
+        image = self._pin(tgid, f"{self._proc}/{tgid}/mem", verify, origin.owner)
         self._copies_pinned += 1
+        return image
+
+    def _pin(self, tgid: Tgid, mem: str, identify: Callable[[int], Identity | None],
+             owner: int) -> Image:
+        self._budget.take(owner, IMAGE_FDS)
+        try:
+            image = _open_image(tgid, mem, identify, owner)
+        except BaseException:
+            self._budget.give(owner, IMAGE_FDS)
+            raise
+        self._images[tgid] = image
         return image
 
     def _not_a_copy(self, tgid: Tgid, memfd: int, origin: Image) -> str | None:
@@ -498,7 +529,7 @@ class ClientMemory:
         if not origin.pidfd.group_exited():
             shares = _shares_mm(tgid, origin.tgid)
             if shares:
-                return "shares the mm"
+                return _SHARES_MM
             if shares is None:
                 # A copy by every other sign. Were it a CLONE_VM child after all,
                 # its pinned mm is the origin's own: writes land there, never in
@@ -516,11 +547,11 @@ class ClientMemory:
         image = self._images.pop(tgid, None)
         if image is not None:
             image.close()
+            self._budget.give(image.owner, IMAGE_FDS)
 
     def close(self) -> None:
-        for image in self._images.values():
-            image.close()
-        self._images.clear()
+        for tgid in list(self._images):
+            self.unpin(tgid)
 
     def statistics(self) -> MemoryStatistics:
         return MemoryStatistics(images=len(self._images), writes=self._writes,

@@ -211,7 +211,8 @@ def _subscribe(rcvbuf: int, ack_timeout_s: float, early: deque[ProcEvent]) -> so
         deadline = time.monotonic() + ack_timeout_s
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([sock], [], [], left)[0]:
+            # poll, never select(): the socket's number may be 1024 or more.
+            if left <= 0 or not _readable(sock.fileno(), left):
                 raise TimeoutError(errno.ETIMEDOUT, "process connector did not ack LISTEN")
             try:
                 data = sock.recv(_RECV_SIZE)
@@ -388,6 +389,13 @@ class ProcConnector:
             # Wake any task blocked in wait_readable() on it (trio's rule).
             trio.lowlevel.notify_closing(sock)
         sock.close()
+
+
+def _readable(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` polls readable within ``timeout_s``."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout_s * 1000))
 
 
 class ExitWatcher:

@@ -57,6 +57,7 @@ docs/emulation.md):
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -65,9 +66,11 @@ from typing import Literal
 import msgspec
 import trio
 
+from ..engine._errors import TracefsError
 from ..engine._memory import Tgid
 from ..engine._user_events import UserEventRegistry
-from ._memory import ClientMemory, Image, StatFacts, read_stat
+from ._budget import BudgetExhausted
+from ._memory import PF_FORKNOEXEC, ClientMemory, Image, SharesMm, StatFacts, read_stat
 from ._proc_events import (
     EventsLost,
     ExecEvent,
@@ -88,6 +91,8 @@ RELEASE_BUDGET = 2048
 #: Children we could not pin (exec'd, sharing the mm, gone) whose own
 #: children may still be copies of their origin: kept, newest first.
 _LOST_MAX = 4096
+#: Children sharing one image's mm (CLONE_VM) remembered to take it on.
+_SHARERS_MAX = 64
 #: Longest parent chain walked to find a forked child's origin.
 _CHAIN_MAX = 64
 
@@ -124,6 +129,8 @@ class ProcessTracker:
         self._proc = proc
         self._scan = ProcScan(proc)
         self._lost: OrderedDict[int, Image] = OrderedDict()
+        #: origin -> {pid: starttime} of children found sharing its mm.
+        self._sharers: dict[Tgid, dict[int, int]] = {}
         self._connector: ProcConnector | None = None
         self._connector_ready = trio.Event()
         self._release_needed = trio.Event()
@@ -162,11 +169,16 @@ class ProcessTracker:
 
     # -- the moments user_events acts ---------------------------------------------------
 
-    def enter(self, tgid: Tgid, tid: int) -> None:
-        """Before a user_events_data ioctl from thread ``tid``: the caller is
-        followed (its forks found before its enablers change, its image
-        pinned) and its memory is reached through the request until
-        :meth:`leave`."""
+    def enter(self, tgid: Tgid, tid: int, owner: int = 0, *, registering: bool = False) -> None:
+        """Before a user_events_data ioctl from thread ``tid`` of uid ``owner``:
+        the caller is followed (its forks found before its enablers change,
+        its image pinned) and its memory is reached through the request until
+        :meth:`leave`.
+
+        Raises:
+            TracefsError: ENOMEM, for a registration whose image ``owner``'s
+                descriptor budget cannot pin (``user_event_mm_alloc`` failing).
+        """
         self.catch_up(pinning=True)
         image = self.memory.image(tgid)
         if image is not None and not image.alive():
@@ -174,7 +186,11 @@ class ProcessTracker:
             image = None
         if image is None:
             try:
-                image = self.memory.pin_caller(tgid, tid)
+                image = self._pin_caller(tgid, tid, owner)
+            except BudgetExhausted as exc:
+                log.debug("cannot follow %d (thread %d): %s", tgid, tid, exc)
+                if registering:
+                    raise TracefsError(errno.ENOMEM, str(exc)) from None
             except OSError as exc:
                 log.debug("cannot follow %d (thread %d): %s", tgid, tid, exc)
             else:
@@ -182,6 +198,18 @@ class ProcessTracker:
                 self._subscribe()
                 self._holding.set()
         self.memory.serve(tgid, tid)
+
+    def _pin_caller(self, tgid: Tgid, tid: int, owner: int) -> Image:
+        """Pin the caller; over budget, first let go of images whose exits are
+        pending (they hold descriptors no more than the kernel holds mms)."""
+        try:
+            return self.memory.pin_caller(tgid, tid, owner)
+        except BudgetExhausted:
+            gone = self.exits.exited_nowait()
+            if not gone:
+                raise
+            self.exited(gone)
+            return self.memory.pin_caller(tgid, tid, owner)
 
     def leave(self, tgid: Tgid) -> None:
         """After the ioctl :meth:`enter` announced."""
@@ -326,6 +354,13 @@ class ProcessTracker:
         child = Tgid(pid)
         try:
             image = self.memory.pin_copy(child, origin)
+        except SharesMm as exc:
+            # It runs on the origin's mm: the origin's enablers are its own
+            # (user_events_fork, CLONE_VM) until the origin leaves that mm.
+            log.debug("fork %d -> %d shares the mm: %s", origin.tgid, pid, exc)
+            self._lost[pid] = origin
+            self._remember_sharer(origin.tgid, pid)
+            return
         except ProcessLookupError as exc:
             # Not a copy (exec'd, shares the mm, gone): its own children may
             # still be copies of the origin.
@@ -370,12 +405,34 @@ class ProcessTracker:
                 self._exits += 1
             else:
                 self._execs += 1
+            self._hand_over(image)
+        self._sharers.pop(tgid, None)
         self.registry.exit(tgid, deferred=True)
         self._release_needed.set()
         self.memory.unpin(tgid)
         self.exits.unwatch(tgid)
         self._lost.pop(tgid, None)
         self._unsubscribe_if_idle()
+
+    def _remember_sharer(self, origin: Tgid, pid: int) -> None:
+        facts = read_stat(pid, self._proc)
+        sharers = self._sharers.setdefault(origin, {})
+        if facts is not None and len(sharers) < _SHARERS_MAX:
+            sharers[pid] = facts.starttime
+
+    def _hand_over(self, image: Image) -> None:
+        """The image's process leaves its mm (exit, exec): children still on
+        that mm (CLONE_VM) take its enablers on, as the kernel's shared
+        ``user_event_mm`` outlives the registrant until its last task is gone.
+
+        Such a child, with its origin gone from the mm, is pinned as a copy
+        of it (same mm, same AT_RANDOM bytes, never exec'd), so it is adopted.
+        """
+        for pid, starttime in self._sharers.get(image.tgid, {}).items():
+            facts = read_stat(pid, self._proc)
+            if (facts is not None and facts.starttime == starttime
+                    and facts.flags & PF_FORKNOEXEC and Tgid(pid) not in self.registry.mms):
+                self._adopt(pid, image)
 
     # -- tasks ---------------------------------------------------------------------------------
 

@@ -597,20 +597,19 @@ static uint64_t read_clock(const struct fp_array *a)
            a->divisor;
 }
 
-/* Whether a write request of `size` bytes is the whole write(2) or
- * writev(2) it is in, by the writer's system call (read_syscall): a
- * write(2) of `size` bytes, or a writev(2) of so few iovecs that the request
- * cannot have reached max_pages (each iovec spans at most two pages more
- * than its bytes fill).  x86_64 numbers.  Caller holds fp.lock. */
+/* Whether a write request of `size` bytes is the whole write(2) it is in,
+ * by the writer's system call (read_syscall, the call and its arguments
+ * while it sleeps in our request; no client memory is read, which this
+ * thread must never do): a write(2) of `size` bytes.  A writev(2) cannot be
+ * proven whole from its arguments: FUSE cuts one short at an iovec it cannot
+ * pin (fuse_get_user_pages), however few iovecs it has, and only the sum of
+ * their lengths, in the writer's memory, tells (issue 19 item 5); the
+ * engine reads them.  x86_64 numbers.  Caller holds fp.lock. */
 static int whole_request(const struct proc_facts *f, uint32_t size)
 {
     if (size >= fp.max_write)
         return 0;
-    if (f->nr == 1 /* write */)
-        return f->args[2] == size;
-    if (f->nr == 20 /* writev */)
-        return 2 * f->args[2] + size / 4096 + 1 < fp.max_pages;
-    return 0;
+    return f->nr == 1 /* write */ && f->args[2] == size;
 }
 
 /* Not a decision: fp_handle() must read what `facts` lacks, then ask again. */

@@ -46,8 +46,9 @@
  * end that wait, short of dying.  Once one access has lasted
  * RX_FOREIGN_STUCK_NS, a short-lived thread looks the address up in the
  * target's /proc/<pid>/maps (not in the watchdog: that read takes the
- * target's mmap lock, which a writer may be queued on) and, if it is a
- * file on a FUSE connection other than ours, aborts that connection through
+ * target's mmap lock, which a writer may be queued on) and aborts the first
+ * FUSE connection other than ours mapped in the range that has requests
+ * unanswered, and no other (one that answers is never aborted), through
  * fusectl (/sys/fs/fuse/connections/<dev>/abort; root, or the mount's
  * owner): the access fails, the engine answers EFAULT, and that filesystem
  * is gone, as `fusermount3 -u -z` plus a dead daemon would leave it.
@@ -296,9 +297,8 @@ struct stuck {
     uint64_t addr, size, since;
 };
 
-/* Aborts FUSE connection `minor` (MKDEV(0, minor): a connection's directory
- * is named by its superblock's dev_t) through fusectl. */
-static void abort_connection(unsigned minor, uint64_t since)
+/* fusectl, mounted if it is not (needs privilege). */
+static void mount_fusectl(void)
 {
     struct stat st, parent;
     if (stat(FUSECTL, &st) == 0 && stat(FUSECTL "/..", &parent) == 0 &&
@@ -306,6 +306,12 @@ static void abort_connection(unsigned minor, uint64_t since)
         /* Not a mount point: fusectl is not mounted (systemd mounts it at
          * boot; a container may not).  Without privilege this fails. */
         mount("fusectl", FUSECTL, "fusectl", 0, NULL);
+}
+
+/* Aborts FUSE connection `minor` (MKDEV(0, minor): a connection's directory
+ * is named by its superblock's dev_t) through fusectl. */
+static void abort_connection(unsigned minor, uint64_t since)
+{
     char path[64];
     snprintf(path, sizeof(path), FUSECTL "/%u/abort", minor);
     int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -320,9 +326,32 @@ static void abort_connection(unsigned minor, uint64_t since)
     close(fd);
 }
 
-/* Aborts the FUSE connections (not ours) of the files mapped in the range an
- * access has waited on too long: /proc/<pid>/maps lines are "start-end perms
- * offset MAJ:MIN inode path", in hex; FUSE's devices are anonymous (major 0). */
+/* Whether FUSE connection `minor` has requests unanswered (fusectl's
+ * "waiting": sent or queued, no reply yet).  A connection that answers has
+ * none once our access's fill was served. */
+static int connection_waits(unsigned minor)
+{
+    char path[64], buf[32];
+    snprintf(path, sizeof(path), FUSECTL "/%u/waiting", minor);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    return atoi(buf) > 0;
+}
+
+/* Aborts the FUSE connection (not ours) an access that waited too long is
+ * stuck on: /proc/<pid>/maps lines are "start-end perms offset MAJ:MIN inode
+ * path", in hex; FUSE's devices are anonymous (major 0).  An access goes
+ * through its range in address order and waits at its first page not yet
+ * there, so of the FUSE files mapped in the range only the first whose
+ * connection has requests unanswered can hold it, and only that one is
+ * aborted: one that answers (an innocent mount someone pointed us at,
+ * issue 19 item 4) is never. */
 static void *unstick(void *arg)
 {
     struct stuck job = *(struct stuck *)arg;
@@ -332,6 +361,8 @@ static void *unstick(void *arg)
     /* Until our own device is known, nothing can be told apart from it. */
     FILE *maps = atomic_load_explicit(&own_known, memory_order_acquire) ? fopen(path, "re")
                                                                         : NULL;
+    if (maps)
+        mount_fusectl();
     char *line = NULL;
     size_t cap = 0;
     while (maps && getline(&line, &cap, maps) > 0) {
@@ -344,8 +375,11 @@ static void *unstick(void *arg)
             break;  /* the lines are in address order */
         /* 00:00 is no device (anonymous memory); anonymous devices start at 1. */
         if (major == 0 && minor != 0 && !(major == own_major && minor == own_minor) &&
-            atomic_load_explicit(&access_since, memory_order_acquire) == job.since)
-            abort_connection(minor, job.since);
+            connection_waits(minor)) {
+            if (atomic_load_explicit(&access_since, memory_order_acquire) == job.since)
+                abort_connection(minor, job.since);
+            break;
+        }
     }
     free(line);
     if (maps)
