@@ -4,8 +4,9 @@
  * event, open it as a perf tracepoint of this thread (RAW samples, period 1,
  * enabled), map 1+1 pages read-only, see the enable bit set, write once, and
  * find the sample at data_offset at once: PERF_RECORD_SAMPLE, then the raw
- * size, then the trace entry with our payload at the format's offsets; close
- * and unregister, and the bit is clear.
+ * size, then the trace entry with our payload at the format's offsets; the
+ * last close of the perf fd (not a dup's) clears the bit before close()
+ * returns; unregister.
  *
  * usage: perf_user_event TRACEFS
  * prints one "ok NAME" line per check; exits 1 at the first wrong result.
@@ -133,7 +134,14 @@ static void one_event(int data_fd, const char *event, const char *args, int with
 	}
 
 	munmap(perf_page, page * 2);
+	/* perf_release runs at the last close of the fd, before close() returns
+	 * (6.12's perf_test checks the bit right after close): a dup keeps it. */
+	close(dup(fd));
+	snprintf(label, sizeof(label), "%s: closing a dup keeps the event", event);
+	CHECK(label, check == 1 << reg.enable_bit);
 	close(fd);
+	snprintf(label, sizeof(label), "%s: the last close clears the bit", event);
+	CHECK(label, check == 0);
 	struct user_unreg unreg;
 	memset(&unreg, 0, sizeof(unreg));
 	unreg.size = sizeof(unreg);

@@ -1,7 +1,7 @@
 """perf_event_open for our events inside ``tracefs-fuse run`` (docs/perf.md, issue 20).
 
 The client does what the kernel's selftest user_events/perf_test.c checks
-(perf_write, perf_empty_events); 18 checks, each printed.
+(perf_write, perf_empty_events); 22 checks, each printed.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.uses_fuse
 
 TRACING = "/sys/kernel/tracing"
 RUN = [sys.executable, "-m", "tracefs_fuse", "run", "--"]
-CHECKS = 18
+CHECKS = 22
 
 
 def assert_all_checks(returncode: int, out: str, err: str) -> None:

@@ -243,7 +243,11 @@ class PerfFile(OpenFile):
         return POLLIN | POLLRDNORM if sink.wakeup else 0
 
     def release(self) -> None:
-        self.perf.owner.close(self.perf)
+        self.perf.owner.close(self.perf)  # idempotent: at the last flush, then at release
+
+    def released_at_last_close(self) -> Tgid | None:
+        # perf_test (6.12) checks the enable bit cleared as soon as close() returns.
+        return self.perf.owner_tgid
 
 
 class PerfEvents:

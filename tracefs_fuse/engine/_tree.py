@@ -24,6 +24,7 @@ from typing import Callable, Iterable, Protocol
 import msgspec
 
 from ._errors import TracefsError
+from ._memory import Tgid
 from ._task import Task
 
 #: Modes of tracefs files (kernel/trace/trace.h: TRACE_MODE_WRITE / _READ).
@@ -138,6 +139,17 @@ class OpenFile:
 
     def release(self) -> None:
         pass
+
+    def released_at_last_close(self) -> Tgid | None:
+        """Whose last close ends this file before close() returns, or None.
+
+        FUSE_RELEASE reaches us after close() has returned. A file whose end
+        the closer must see at once (a perf event's clears its enable bits in
+        ``perf_release``) names the process that holds it, and the adapter
+        releases it at the FUSE_FLUSH of that process's last descriptor.
+        Release must then be idempotent: FUSE_RELEASE still follows.
+        """
+        return None
 
 
 class File(Node):

@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Sequence
 from ..engine._errors import TracefsError
 from ..engine._task import Task
 from ..engine._tree import Dir, File, FileKind, Node, OpenFile
+from ..process._fds import holds_file
 from ._errno import translate_errors
 from ._inodes import InodeTable, Path
 from ._session import (FOPEN_NOFLUSH, FOPEN_PARALLEL_DIRECT_WRITES, FOPEN_STREAM, pyfuse3,
@@ -276,7 +277,8 @@ class TracefsOperations(pyfuse3.Operations):
         info = pyfuse3.FileInfo(fh=fh, direct_io=True,
                                 keep_cache=kind is FileKind.MAPPABLE_TEXT,
                                 nonseekable=kind not in _SEEKABLE)
-        extra = FOPEN_NOFLUSH
+        # A file released at its owner's last close needs the close's FUSE_FLUSH.
+        extra = FOPEN_NOFLUSH if file.released_at_last_close() is None else 0
         if kind not in _SEEKABLE:
             # Streams see position 0 on every read and write, as the kernel's
             # user_events_data and trace_pipe* do (they ignore the position).
@@ -297,7 +299,19 @@ class TracefsOperations(pyfuse3.Operations):
                 log.exception("release of fh %d failed", fh)
 
     async def flush(self, fh: int) -> None:
-        pass
+        # Only files released at their owner's last close ask for FUSE_FLUSH
+        # (open): close(2) waits for its reply, never for FUSE_RELEASE's.
+        try:
+            file = self.files.get(fh)
+        except TracefsError:
+            return
+        owner = file.released_at_last_close()
+        if owner is not None and not holds_file(owner, "/" + "/".join(self.files.path(fh))):
+            try:
+                self.before_release()
+                file.release()
+            except Exception:  # a bug: the close itself must still succeed
+                log.exception("release at the last close of fh %d failed", fh)
 
     @translate_errors
     async def poll(self, inode: int, fh: int, poll_handle: pyfuse3.PollHandle | None,
