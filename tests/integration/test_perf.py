@@ -59,3 +59,28 @@ def test_perf_test_without_sudo(ordinary_user: User, c_client) -> None:  # type:
     finally:
         shutil.rmtree(home)
     assert_all_checks(result.returncode, result.stdout, result.stderr)
+
+
+ONE_COLLECT_CHECKS = 15
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "without_sudo"])
+def test_one_collect_ring_session(as_root: bool, ordinary_user: User, c_client) -> None:  # type: ignore[no-untyped-def]
+    # OpenTelemetry's exporter tests: per-CPU inert dummy leaders, the
+    # tracepoints redirected into them, ids from read(), rings read without poll.
+    exe = c_client("perf_one_collect")
+    if as_root:
+        result = subprocess.run([*RUN, str(exe), TRACING], capture_output=True, text=True, timeout=60)
+    else:
+        home = Path(tempfile.mkdtemp(prefix="tfuse-perf-"))
+        try:
+            os.chown(home, ordinary_user.uid, ordinary_user.gid)
+            home.chmod(0o755)
+            copy = shutil.copy(exe, home / "perf_one_collect")
+            result = ordinary_user.run([*ordinary_user.tracefs_fuse(), "run", "--", copy, TRACING])
+        finally:
+            shutil.rmtree(home)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == f"checks {ONE_COLLECT_CHECKS}", result.stdout + result.stderr
+    assert sum(line.startswith("ok ") for line in lines) == ONE_COLLECT_CHECKS
