@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import struct
+from collections.abc import Callable
 
 import pytest
 
@@ -188,12 +189,16 @@ def no_lost(n: int) -> bytes:
     return b"L" * 16
 
 
+def tail(value: int | None) -> Callable[[], int | None]:
+    return lambda: value
+
+
 def test_ring_wraps_and_reports_changes() -> None:
     ring = PerfBuffer(1, writable=False, wakeup_events=1, watermark=None)
     record = b"r" * 1000
     for _ in range(4):
-        ring.output(record, 0, no_lost)
-    changes, wakeup = ring.output(record, 0, no_lost)  # overwrite: no tail
+        ring.output(record, tail(0), no_lost)
+    changes, wakeup = ring.output(record, tail(0), no_lost)  # overwrite: no tail
     assert wakeup
     assert changes == [(PAGE_SIZE + 4000, b"r" * 96), (PAGE_SIZE, b"r" * 904),
                        (DATA_HEAD, u64(5000))]
@@ -203,23 +208,53 @@ def test_ring_wraps_and_reports_changes() -> None:
 def test_ring_respects_tail_and_owes_lost() -> None:
     ring = PerfBuffer(1, writable=True, wakeup_events=0, watermark=None)
     record = b"r" * 2048
-    assert ring.output(record, 0, no_lost)[0]
-    assert ring.output(record, 0, no_lost)[0]
-    assert ring.output(record, 0, no_lost) == ([], False)
+    assert ring.output(record, tail(0), no_lost)[0]
+    # CIRC_SPACE: one byte short of the ring, so a second half does not fit.
+    assert ring.output(record, tail(0), no_lost) == ([], False)
     assert ring.lost == 1
-    changes, _ = ring.output(record, 2048, no_lost)  # tail moved: a record and a lost one?
-    assert changes == [] and ring.lost == 2  # 16 + 2048 do not fit in 2048
-    changes, _ = ring.output(b"s" * 8, 2048, no_lost)
-    assert changes[0] == (PAGE_SIZE, b"L" * 16 + b"s" * 8) and ring.lost == 0
+    changes, _ = ring.output(record, tail(8), no_lost)  # tail moved: a record and a lost one?
+    assert changes == [] and ring.lost == 2  # 16 + 2048 do not fit in 2055
+    changes, _ = ring.output(b"s" * 8, tail(8), no_lost)
+    assert changes[0] == (PAGE_SIZE + 2048, b"L" * 16 + b"s" * 8) and ring.lost == 0
+    assert ring.head == 2048 + 24
+
+
+@pytest.mark.parametrize(("reader_tail", "head", "fits"), [
+    (0, 4096 - 16, False),          # CIRC_SPACE 15 < 16
+    (8, 4096 - 16, True),           # 23
+    (4096 + 8, 4096 - 16, True),    # a tail past the head: modulo the ring, as the kernel's mask
+    (None, 4096 - 8, True),         # unreadable tail: overwrite
+])
+def test_ring_space_is_circ_space(reader_tail: int | None, head: int, fits: bool) -> None:
+    ring = PerfBuffer(1, writable=True, wakeup_events=0, watermark=None)
+    ring.head = head
+    changes, _ = ring.output(b"r" * 16, tail(reader_tail), no_lost)
+    assert bool(changes) is fits
+    assert ring.lost == (0 if fits else 1)
+
+
+def test_ring_reads_the_tail_only_when_full() -> None:
+    ring = PerfBuffer(1, writable=True, wakeup_events=0, watermark=None)
+    reads = []
+
+    def reader_tail() -> int:
+        reads.append(ring.head)
+        return ring.head
+
+    for _ in range(3):
+        ring.output(b"r" * 1024, reader_tail, no_lost)
+    assert reads == []
+    ring.output(b"r" * 1024, reader_tail, no_lost)  # 1023 bytes of space left
+    assert reads == [3072] and ring.head == 4096
 
 
 def test_ring_without_data_pages_loses() -> None:
     ring = PerfBuffer(0, writable=True, wakeup_events=1, watermark=None)
-    assert ring.output(b"r" * 8, 0, no_lost) == ([], False) and ring.lost == 1
+    assert ring.output(b"r" * 8, tail(0), no_lost) == ([], False) and ring.lost == 1
 
 
 def test_wakeup_events_and_watermark() -> None:
     ring = PerfBuffer(1, writable=False, wakeup_events=2, watermark=None)
-    assert [ring.output(b"r" * 8, 0, no_lost)[1] for _ in range(4)] == [False, True, False, True]
+    assert [ring.output(b"r" * 8, tail(0), no_lost)[1] for _ in range(4)] == [False, True, False, True]
     ring = PerfBuffer(1, writable=False, wakeup_events=0, watermark=100)
-    assert [ring.output(b"r" * 64, 0, no_lost)[1] for _ in range(4)] == [False, True, False, True]
+    assert [ring.output(b"r" * 64, tail(0), no_lost)[1] for _ in range(4)] == [False, True, False, True]

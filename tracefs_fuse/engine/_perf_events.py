@@ -127,13 +127,8 @@ class PerfEvent:
         def lost(n: int) -> bytes:
             return lost_record(source.attr, lost_ids, n, facts)
 
-        # Unknown tail (not read yet, docs/perf.md): the ring overwrites, as a
-        # read-only mapping's does.
-        tail = self.owner.read_tail(self) if ring.writable else None
-        if tail is None:
-            tail = ring.head
         before = ring.lost
-        changes, wakeup = ring.output(record, tail, lost)
+        changes, wakeup = ring.output(record, lambda: self.owner.read_tail(self), lost)
         source.lost += ring.lost - before
         for offset, data in changes:
             self.owner.publish(self.path, offset, data)
