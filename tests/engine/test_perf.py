@@ -8,13 +8,34 @@ from collections.abc import Callable
 
 import pytest
 
+from tracefs_fuse.engine._clock import ManualClock, TraceClocks
 from tracefs_fuse.engine._errors import TracefsError
+from tracefs_fuse.engine._memory import Tgid
 from tracefs_fuse.engine._perf_buffer import DATA_HEAD, PAGE_SIZE, PerfBuffer, check_mapping
-from tracefs_fuse.engine._perf_event_attr import (ATTR_STRUCT, PERF_ATTR_SIZE, AttrTooBig, Flag,
-                                                  Kind, Limits, ReadFormat, Sample, check_open,
-                                                  copy_attr, emulated)
-from tracefs_fuse.engine._perf_output import (Counts, EventIds, SampleFacts, lost_record, raw_data,
-                                              read, sample_record)
+from tracefs_fuse.engine._perf_event_attr import (
+    ATTR_STRUCT,
+    PERF_ATTR_SIZE,
+    AttrTooBig,
+    Flag,
+    Kind,
+    Limits,
+    ReadFormat,
+    Sample,
+    check_open,
+    copy_attr,
+    emulated,
+)
+from tracefs_fuse.engine._perf_events import PerfEvents
+from tracefs_fuse.engine._perf_output import (
+    Counts,
+    EventIds,
+    SampleFacts,
+    lost_record,
+    raw_data,
+    read,
+    sample_record,
+)
+from tracefs_fuse.engine._task import Task
 
 OUR_ID = 1234
 ROOT = Limits(paranoid=2, perfmon=True, nr_cpus=2)
@@ -258,3 +279,23 @@ def test_wakeup_events_and_watermark() -> None:
     assert [ring.output(b"r" * 8, tail(0), no_lost)[1] for _ in range(4)] == [False, True, False, True]
     ring = PerfBuffer(1, writable=False, wakeup_events=0, watermark=100)
     assert [ring.output(b"r" * 64, tail(0), no_lost)[1] for _ in range(4)] == [False, True, False, True]
+
+
+@pytest.mark.parametrize(("flags", "images", "counted"), [
+    (Flag.DISABLED | Flag.ENABLE_ON_EXEC, [b"a", b"a", b"b"], [0, 1, 2]),  # exec'd before write 2
+    (Flag.DISABLED | Flag.ENABLE_ON_EXEC, [b"a", None, None], [0, 0]),  # image unknown: never
+    (Flag.DISABLED | Flag.ENABLE_ON_EXEC, [None], [0, 0]),  # unknown at open: never asked again
+    (Flag.DISABLED, [], [0, 0]),  # no enable_on_exec: images are never asked for
+])
+def test_enable_on_exec(flags: int, images: list[bytes | None], counted: list[int]) -> None:
+    # images: the task's image at open, then at each of its writes until enabled.
+    perfs = PerfEvents(TraceClocks.from_source(ManualClock(1)), lambda *change: None, [])
+    seen = iter(images)
+    perfs.image_of = lambda tgid: next(seen)
+    task = Task(pid=7, tgid=Tgid(7), cpu=0, comm="t")
+    perf = perfs.open(copy_attr(attr_bytes(flags=flags)), Kind.TRACEPOINT, None, task, -1,
+                      Tgid(1))
+    for count in counted:
+        if perf.can_record(8, 0):
+            perf.record(b"e" * 8, task)
+        assert perf.count == count

@@ -102,3 +102,16 @@ def test_writable_ring_respects_data_tail(as_root: bool, ordinary_user: User, c_
     lines = result.stdout.splitlines()
     assert lines[-1] == f"checks {DATA_TAIL_CHECKS}", result.stdout + result.stderr
     assert sum(line.startswith("ok ") for line in lines) == DATA_TAIL_CHECKS
+
+
+ENABLE_ON_EXEC_CHECKS = 11
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "without_sudo"])
+def test_enable_on_exec(as_root: bool, ordinary_user: User, c_client) -> None:  # type: ignore[no-untyped-def]
+    # perf record -- CMD: a disabled event of a waiting child, enabled by its exec.
+    result = run_client(c_client("perf_enable_on_exec"), as_root, ordinary_user)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == f"checks {ENABLE_ON_EXEC_CHECKS}", result.stdout + result.stderr
+    assert sum(line.startswith("ok ") for line in lines) == ENABLE_ON_EXEC_CHECKS
