@@ -30,6 +30,7 @@ from tracefs_fuse.engine._perf_output import (
     Counts,
     EventIds,
     SampleFacts,
+    comm_record,
     lost_record,
     raw_data,
     read,
@@ -299,3 +300,16 @@ def test_enable_on_exec(flags: int, images: list[bytes | None], counted: list[in
         if perf.can_record(8, 0):
             perf.record(b"e" * 8, task)
         assert perf.count == count
+
+
+@pytest.mark.parametrize(("comm", "name"), [
+    (b"ue_emit", b"ue_emit\0"),
+    (b"a" * 20, b"a" * 15 + b"\0"),     # TASK_COMM_LEN
+    (b"", b"\0" + bytes(7)),
+])
+def test_comm_record(comm: bytes, name: bytes) -> None:
+    attr = copy_attr(attr_bytes(sample_type=Sample.TID, flags=Flag.SAMPLE_ID_ALL))
+    facts = SampleFacts(pid=5, tid=6, time=7, cpu=0, entry=b"")
+    record = comm_record(attr, EventIds(id=1, stream_id=1), comm, facts, exec_=True)
+    body = struct.pack("=II", 5, 6) + name + struct.pack("=II", 5, 6)
+    assert record == struct.pack("=IHH", 3, 1 << 13, 8 + len(body)) + body

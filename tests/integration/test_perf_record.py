@@ -30,6 +30,7 @@ def test_perf_record_and_script(tmp_path: Path, c_client) -> None:  # type: igno
     decoded = subprocess.run(["perf", "script", "-i", str(tmp_path / "perf.data")],
                              capture_output=True, text=True, timeout=60)
     assert decoded.returncode == 0, decoded.stderr
-    events = re.findall(r" \d+ +\[\d{3}\] +[\d.]+: +user_events:emit: +count=(\d+) msg=(\S+)",
+    # ue_emit: the exec's PERF_RECORD_COMM names the samples (else "perf-exec").
+    events = re.findall(r"ue_emit +\d+ +\[\d{3}\] +[\d.]+: +user_events:emit: +count=(\d+) msg=(\S+)",
                         decoded.stdout)
     assert events == [(str(i), f"msg-{i}") for i in range(5)], decoded.stdout

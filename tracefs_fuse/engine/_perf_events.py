@@ -37,7 +37,8 @@ from ._events import Probe, TraceEvent
 from ._memory import Tgid
 from ._perf_buffer import PerfBuffer, check_mapping
 from ._perf_event_attr import Flag, Kind, PerfEventAttr
-from ._perf_output import Counts, EventIds, SampleFacts, lost_record, read, sample_record
+from ._perf_output import (Counts, EventIds, SampleFacts, comm_record, lost_record, read,
+                           sample_record)
 from ._ringbuf import Accept
 from ._task import Task
 from ._tree import POLLIN, POLLRDNORM, Dir, File, FileKind, Node, OpenFile, Vma
@@ -112,7 +113,8 @@ class PerfEvent:
             same = task.tgid == target.tgid if self.attr.has(Flag.INHERIT) else task.pid == target.pid
             if not same:
                 return
-        if not self.enabled:
+        execed = not self.enabled
+        if execed:
             if self.owner.image_of(task.tgid) in (None, self.exec_awaited):
                 return
             self.exec_awaited = None
@@ -127,6 +129,11 @@ class PerfEvent:
                             cpu=task.cpu, entry=entry)
         ids = EventIds(id=self.id, stream_id=self.id)
         sink = self.output or self
+        if execed and self.attr.has(Flag.COMM):
+            # The exec's comm (perf_event_comm after perf_event_enable_on_exec);
+            # without it perf names the samples by the pre-exec comm.
+            comm = task.comm.encode("latin-1", "replace")
+            sink.deliver(comm_record(self.attr, ids, comm, facts, exec_=True), ids, facts, self)
         sink.deliver(sample_record(self.attr, ids, facts), ids, facts, self)
 
     def deliver(self, record: bytes, ids: EventIds, facts: SampleFacts, source: PerfEvent) -> None:
