@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV := .venv
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-DEBS := fuse3 libfuse3-dev pkg-config gcc make python3-venv python3-dev \
+DEBS := fuse3 libfuse3-dev linux-perf pkg-config gcc make python3-venv python3-dev \
         trace-cmd libtracefs-dev libtraceevent-dev strace systemd shellcheck
 
 .PHONY: setup share test fuzz bench oracle-test container-test clean

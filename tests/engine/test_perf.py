@@ -4,16 +4,39 @@ from __future__ import annotations
 
 import errno
 import struct
+from collections.abc import Callable
 
 import pytest
 
+from tracefs_fuse.engine._clock import ManualClock, TraceClocks
 from tracefs_fuse.engine._errors import TracefsError
+from tracefs_fuse.engine._memory import Tgid
 from tracefs_fuse.engine._perf_buffer import DATA_HEAD, PAGE_SIZE, PerfBuffer, check_mapping
-from tracefs_fuse.engine._perf_event_attr import (ATTR_STRUCT, PERF_ATTR_SIZE, AttrTooBig, Flag,
-                                                  Kind, Limits, ReadFormat, Sample, check_open,
-                                                  copy_attr, emulated)
-from tracefs_fuse.engine._perf_output import (Counts, EventIds, SampleFacts, lost_record, raw_data,
-                                              read, sample_record)
+from tracefs_fuse.engine._perf_event_attr import (
+    ATTR_STRUCT,
+    PERF_ATTR_SIZE,
+    AttrTooBig,
+    Flag,
+    Kind,
+    Limits,
+    ReadFormat,
+    Sample,
+    check_open,
+    copy_attr,
+    emulated,
+)
+from tracefs_fuse.engine._perf_events import PerfEvents
+from tracefs_fuse.engine._perf_output import (
+    Counts,
+    EventIds,
+    SampleFacts,
+    comm_record,
+    lost_record,
+    raw_data,
+    read,
+    sample_record,
+)
+from tracefs_fuse.engine._task import Task
 
 OUR_ID = 1234
 ROOT = Limits(paranoid=2, perfmon=True, nr_cpus=2)
@@ -188,12 +211,16 @@ def no_lost(n: int) -> bytes:
     return b"L" * 16
 
 
+def tail(value: int | None) -> Callable[[], int | None]:
+    return lambda: value
+
+
 def test_ring_wraps_and_reports_changes() -> None:
     ring = PerfBuffer(1, writable=False, wakeup_events=1, watermark=None)
     record = b"r" * 1000
     for _ in range(4):
-        ring.output(record, 0, no_lost)
-    changes, wakeup = ring.output(record, 0, no_lost)  # overwrite: no tail
+        ring.output(record, tail(0), no_lost)
+    changes, wakeup = ring.output(record, tail(0), no_lost)  # overwrite: no tail
     assert wakeup
     assert changes == [(PAGE_SIZE + 4000, b"r" * 96), (PAGE_SIZE, b"r" * 904),
                        (DATA_HEAD, u64(5000))]
@@ -203,23 +230,86 @@ def test_ring_wraps_and_reports_changes() -> None:
 def test_ring_respects_tail_and_owes_lost() -> None:
     ring = PerfBuffer(1, writable=True, wakeup_events=0, watermark=None)
     record = b"r" * 2048
-    assert ring.output(record, 0, no_lost)[0]
-    assert ring.output(record, 0, no_lost)[0]
-    assert ring.output(record, 0, no_lost) == ([], False)
+    assert ring.output(record, tail(0), no_lost)[0]
+    # CIRC_SPACE: one byte short of the ring, so a second half does not fit.
+    assert ring.output(record, tail(0), no_lost) == ([], False)
     assert ring.lost == 1
-    changes, _ = ring.output(record, 2048, no_lost)  # tail moved: a record and a lost one?
-    assert changes == [] and ring.lost == 2  # 16 + 2048 do not fit in 2048
-    changes, _ = ring.output(b"s" * 8, 2048, no_lost)
-    assert changes[0] == (PAGE_SIZE, b"L" * 16 + b"s" * 8) and ring.lost == 0
+    changes, _ = ring.output(record, tail(8), no_lost)  # tail moved: a record and a lost one?
+    assert changes == [] and ring.lost == 2  # 16 + 2048 do not fit in 2055
+    changes, _ = ring.output(b"s" * 8, tail(8), no_lost)
+    assert changes[0] == (PAGE_SIZE + 2048, b"L" * 16 + b"s" * 8) and ring.lost == 0
+    assert ring.head == 2048 + 24
+
+
+@pytest.mark.parametrize(("reader_tail", "head", "fits"), [
+    (0, 4096 - 16, False),          # CIRC_SPACE 15 < 16
+    (8, 4096 - 16, True),           # 23
+    (4096 + 8, 4096 - 16, True),    # a tail past the head: modulo the ring, as the kernel's mask
+    (None, 4096 - 8, True),         # unreadable tail: overwrite
+])
+def test_ring_space_is_circ_space(reader_tail: int | None, head: int, fits: bool) -> None:
+    ring = PerfBuffer(1, writable=True, wakeup_events=0, watermark=None)
+    ring.head = head
+    changes, _ = ring.output(b"r" * 16, tail(reader_tail), no_lost)
+    assert bool(changes) is fits
+    assert ring.lost == (0 if fits else 1)
+
+
+def test_ring_reads_the_tail_only_when_full() -> None:
+    ring = PerfBuffer(1, writable=True, wakeup_events=0, watermark=None)
+    reads = []
+
+    def reader_tail() -> int:
+        reads.append(ring.head)
+        return ring.head
+
+    for _ in range(3):
+        ring.output(b"r" * 1024, reader_tail, no_lost)
+    assert reads == []
+    ring.output(b"r" * 1024, reader_tail, no_lost)  # 1023 bytes of space left
+    assert reads == [3072] and ring.head == 4096
 
 
 def test_ring_without_data_pages_loses() -> None:
     ring = PerfBuffer(0, writable=True, wakeup_events=1, watermark=None)
-    assert ring.output(b"r" * 8, 0, no_lost) == ([], False) and ring.lost == 1
+    assert ring.output(b"r" * 8, tail(0), no_lost) == ([], False) and ring.lost == 1
 
 
 def test_wakeup_events_and_watermark() -> None:
     ring = PerfBuffer(1, writable=False, wakeup_events=2, watermark=None)
-    assert [ring.output(b"r" * 8, 0, no_lost)[1] for _ in range(4)] == [False, True, False, True]
+    assert [ring.output(b"r" * 8, tail(0), no_lost)[1] for _ in range(4)] == [False, True, False, True]
     ring = PerfBuffer(1, writable=False, wakeup_events=0, watermark=100)
-    assert [ring.output(b"r" * 64, 0, no_lost)[1] for _ in range(4)] == [False, True, False, True]
+    assert [ring.output(b"r" * 64, tail(0), no_lost)[1] for _ in range(4)] == [False, True, False, True]
+
+
+@pytest.mark.parametrize(("flags", "images", "counted"), [
+    (Flag.DISABLED | Flag.ENABLE_ON_EXEC, [b"a", b"a", b"b"], [0, 1, 2]),  # exec'd before write 2
+    (Flag.DISABLED | Flag.ENABLE_ON_EXEC, [b"a", None, None], [0, 0]),  # image unknown: never
+    (Flag.DISABLED | Flag.ENABLE_ON_EXEC, [None], [0, 0]),  # unknown at open: never asked again
+    (Flag.DISABLED, [], [0, 0]),  # no enable_on_exec: images are never asked for
+])
+def test_enable_on_exec(flags: int, images: list[bytes | None], counted: list[int]) -> None:
+    # images: the task's image at open, then at each of its writes until enabled.
+    perfs = PerfEvents(TraceClocks.from_source(ManualClock(1)), lambda *change: None, [])
+    seen = iter(images)
+    perfs.image_of = lambda tgid: next(seen)
+    task = Task(pid=7, tgid=Tgid(7), cpu=0, comm="t")
+    perf = perfs.open(copy_attr(attr_bytes(flags=flags)), Kind.TRACEPOINT, None, task, -1,
+                      Tgid(1))
+    for count in counted:
+        if perf.can_record(8, 0):
+            perf.record(b"e" * 8, task)
+        assert perf.count == count
+
+
+@pytest.mark.parametrize(("comm", "name"), [
+    (b"ue_emit", b"ue_emit\0"),
+    (b"a" * 20, b"a" * 15 + b"\0"),     # TASK_COMM_LEN
+    (b"", b"\0" + bytes(7)),
+])
+def test_comm_record(comm: bytes, name: bytes) -> None:
+    attr = copy_attr(attr_bytes(sample_type=Sample.TID, flags=Flag.SAMPLE_ID_ALL))
+    facts = SampleFacts(pid=5, tid=6, time=7, cpu=0, entry=b"")
+    record = comm_record(attr, EventIds(id=1, stream_id=1), comm, facts, exec_=True)
+    body = struct.pack("=II", 5, 6) + name + struct.pack("=II", 5, 6)
+    assert record == struct.pack("=IHH", 3, 1 << 13, 8 + len(body)) + body

@@ -59,3 +59,59 @@ def test_perf_test_without_sudo(ordinary_user: User, c_client) -> None:  # type:
     finally:
         shutil.rmtree(home)
     assert_all_checks(result.returncode, result.stdout, result.stderr)
+
+
+def run_client(exe: Path, as_root: bool, user: User) -> subprocess.CompletedProcess[str]:
+    """``exe TRACEFS`` under run, as root or as an ordinary user (a copy it can run)."""
+    if as_root:
+        return subprocess.run([*RUN, str(exe), TRACING], capture_output=True, text=True,
+                              timeout=60)
+    home = Path(tempfile.mkdtemp(prefix="tfuse-perf-"))
+    try:
+        os.chown(home, user.uid, user.gid)
+        home.chmod(0o755)
+        copy = shutil.copy(exe, home / exe.name)
+        return user.run([*user.tracefs_fuse(), "run", "--", copy, TRACING])
+    finally:
+        shutil.rmtree(home)
+
+
+ONE_COLLECT_CHECKS = 15
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "without_sudo"])
+def test_one_collect_ring_session(as_root: bool, ordinary_user: User, c_client) -> None:  # type: ignore[no-untyped-def]
+    # OpenTelemetry's exporter tests: per-CPU inert dummy leaders, the
+    # tracepoints redirected into them, ids from read(), rings read without poll.
+    result = run_client(c_client("perf_one_collect"), as_root, ordinary_user)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == f"checks {ONE_COLLECT_CHECKS}", result.stdout + result.stderr
+    assert sum(line.startswith("ok ") for line in lines) == ONE_COLLECT_CHECKS
+
+
+DATA_TAIL_CHECKS = 15
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "without_sudo"])
+def test_writable_ring_respects_data_tail(as_root: bool, ordinary_user: User, c_client) -> None:  # type: ignore[no-untyped-def]
+    # A non-overwrite ring: unread records stay, the rest is counted and
+    # reported by PERF_RECORD_LOST once the reader moves data_tail.
+    result = run_client(c_client("perf_data_tail"), as_root, ordinary_user)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == f"checks {DATA_TAIL_CHECKS}", result.stdout + result.stderr
+    assert sum(line.startswith("ok ") for line in lines) == DATA_TAIL_CHECKS
+
+
+ENABLE_ON_EXEC_CHECKS = 11
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "without_sudo"])
+def test_enable_on_exec(as_root: bool, ordinary_user: User, c_client) -> None:  # type: ignore[no-untyped-def]
+    # perf record -- CMD: a disabled event of a waiting child, enabled by its exec.
+    result = run_client(c_client("perf_enable_on_exec"), as_root, ordinary_user)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == f"checks {ENABLE_ON_EXEC_CHECKS}", result.stdout + result.stderr
+    assert sum(line.startswith("ok ") for line in lines) == ENABLE_ON_EXEC_CHECKS

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import signal
+import struct
 from collections.abc import Callable, Iterator
 
 import msgspec
@@ -27,6 +28,8 @@ import trio
 
 from ..engine._events import first_dynamic_id
 from ..engine._memory import Tgid
+from ..engine._perf_buffer import DATA_TAIL
+from ..engine._perf_events import PerfEvent
 from ..engine._task import Task
 from ..engine._tracefs import Tracefs
 from ..fuse._fast_path import NativeWrites, host_clocks
@@ -58,6 +61,8 @@ watch_accesses(access_begin, access_end)
 
 #: Writer tasks kept for reuse (a Task per thread while its CPU and comm hold).
 _WRITER_CACHE = 4096
+#: A perf ring's data_tail: __u64 (include/uapi/linux/perf_event.h).
+_U64 = struct.Struct("=Q")
 
 
 def possible_cpus() -> int:
@@ -107,6 +112,7 @@ class Daemon:
                                        self.budget)
         # A perf ring is known once its mapping is (engine/_perf_events.py).
         self.engine.perf.find_mapping = self.mappings.refresh
+        self.engine.perf.read_tail = self._perf_data_tail
         self._generation = self.engine.generation
         self._writers: dict[int, tuple[TaskFacts, Task]] = {}
         self.pages = PagePusher()
@@ -131,6 +137,18 @@ class Daemon:
             yield task
         finally:
             self.tracker.leave(task.tgid)
+
+    def _perf_data_tail(self, perf: PerfEvent) -> int | None:
+        """The ``data_tail`` its reader wrote into a writable perf ring's
+        first page: read in the mapping process (pinned once it registered
+        events, or the caller), None when it cannot be. Reading that page
+        never waits on us: a fault on a page of ours is ended by the watchdog
+        (process/_memory.py)."""
+        start = self.mappings.writable_start(perf.owner_tgid, perf.path)
+        if start is None:
+            return None
+        tail = self.memory.read(perf.owner_tgid, start + DATA_TAIL, _U64.size)
+        return _U64.unpack(tail)[0] if len(tail) == _U64.size else None
 
     def read_caller_memory(self, tid: int, tgid: Tgid, addr: int, size: int) -> bytes:
         """Memory of the process whose thread ``tid`` waits for our reply."""

@@ -8,6 +8,13 @@ Rules:
     lost, counted, and reported by a ``PERF_RECORD_LOST`` written before the
     next record that fits with it (``perf_output_begin``). A read-only
     mapping overwrites: the reader cannot move a tail.
+  * Space is the kernel's ``CIRC_SPACE(head, tail, size)``: one byte short of
+    the ring (a full ring would look empty), the tail taken modulo the ring
+    whatever the reader wrote there (``ring_buffer_has_space``).
+  * The tail only moves forward, so the last one read is a lower bound: the
+    reader's page is read again only when a record does not fit behind it.
+    A tail that cannot be read (None) lets the record overwrite, as a
+    read-only mapping's ring does.
   * ``data_head`` is stored after the record's bytes, so a reader that sees
     the head sees the record.
   * A wakeup (what makes ``poll()`` say POLLIN) comes every ``wakeup_events``
@@ -74,6 +81,8 @@ class PerfBuffer:
         self.writable = writable
         self.data = bytearray(self.size)
         self.head = 0
+        #: The reader's ``data_tail`` as last read.
+        self.tail = 0
         #: Records lost since the last LOST record was written.
         self.lost = 0
         self._wakeup_events = wakeup_events
@@ -93,11 +102,12 @@ class PerfBuffer:
         page[DATA_HEAD:DATA_HEAD + 32] = struct.pack("=QQQQ", self.head, 0, PAGE_SIZE, self.size)
         return bytes(page)
 
-    def output(self, record: bytes, tail: int,
+    def output(self, record: bytes, read_tail: Callable[[], int | None],
                lost_record: Callable[[int], bytes]) -> tuple[list[tuple[int, bytes]], bool]:
         """Write ``record``, after a LOST record if some are owed.
 
-        ``tail``: the reader's ``data_tail`` (ignored when overwriting).
+        ``read_tail``: the reader's ``data_tail`` now (a writable ring's
+        reader page; None when it cannot be read).
         Returns the file's changed ranges (data first, then ``data_head``) and
         whether a wakeup is due.
         """
@@ -105,14 +115,22 @@ class PerfBuffer:
             self.lost += 1
             return [], False
         out = lost_record(self.lost) + record if self.lost else record
-        if self.writable and (len(out) > self.size - (self.head - tail)):
-            self.lost += 1
-            return [], False
+        if self.writable and not self._fits(len(out)):
+            tail = read_tail()
+            if tail is not None:
+                self.tail = tail
+                if not self._fits(len(out)):
+                    self.lost += 1
+                    return [], False
         self.lost = 0
         changes = self._store(out)
         self.head += len(out)
         changes.append((DATA_HEAD, _U64.pack(self.head)))
         return changes, self._wakeup(len(out))
+
+    def _fits(self, size: int) -> bool:
+        # include/linux/circ_buf.h: CIRC_SPACE(head, tail, size) = (tail - head - 1) & (size - 1)
+        return (self.tail - self.head - 1) % self.size >= size
 
     def _store(self, out: bytes) -> list[tuple[int, bytes]]:
         start = self.head % self.size

@@ -11,6 +11,11 @@ Rules:
   * A per-task event records the writes of its task (by tid; with ``inherit``,
     of its whole process: children are not followed yet); a CPU-wide one, of
     its CPU. ``SET_OUTPUT`` sends an event's records into another of ours.
+  * ``enable_on_exec`` on a per-task event enables it at its task's next exec
+    (``perf_event_enable_on_exec``). Execs are not seen as they happen: the
+    task's image (``image_of``: its AT_RANDOM bytes, new every exec) is taken
+    at open, and the event enables itself at the first write of the task
+    from another image. A CPU-wide event is in no task's context: never.
   * Each event is a file of ours, ``.perf/<id>``, never listed. A ring exists
     once a mapping of that file is known; the adapter finds mappings
     (``find_mapping``) when a record needs the ring and none is known.
@@ -32,7 +37,8 @@ from ._events import Probe, TraceEvent
 from ._memory import Tgid
 from ._perf_buffer import PerfBuffer, check_mapping
 from ._perf_event_attr import Flag, Kind, PerfEventAttr
-from ._perf_output import Counts, EventIds, SampleFacts, lost_record, read, sample_record
+from ._perf_output import (Counts, EventIds, SampleFacts, comm_record, lost_record, read,
+                           sample_record)
 from ._ringbuf import Accept
 from ._task import Task
 from ._tree import POLLIN, POLLRDNORM, Dir, File, FileKind, Node, OpenFile, Vma
@@ -80,6 +86,10 @@ class PerfEvent:
         self.owner_tgid = owner_tgid
         self.clock = clock_name(attr)
         self.enabled = not attr.has(Flag.DISABLED) and not attr.has(Flag.ENABLE_ON_EXEC)
+        #: The target's image at open while an exec is awaited (enable_on_exec).
+        self.exec_awaited: bytes | None = None
+        if attr.has(Flag.ENABLE_ON_EXEC) and target is not None:
+            self.exec_awaited = owner.image_of(target.tgid)
         self.enabled_ns = 0
         self._enabled_at = owner.now(self.clock) if self.enabled else None
         self.count = 0
@@ -95,7 +105,7 @@ class PerfEvent:
     # -- the record sink --------------------------------------------------------
 
     def can_record(self, length: int, cpu: int) -> bool:
-        return self.enabled and self.cpu in (-1, cpu)
+        return (self.enabled or self.exec_awaited is not None) and self.cpu in (-1, cpu)
 
     def record(self, entry: bytes, task: Task, accept: Accept | None = None) -> None:
         target = self.target
@@ -103,6 +113,12 @@ class PerfEvent:
             same = task.tgid == target.tgid if self.attr.has(Flag.INHERIT) else task.pid == target.pid
             if not same:
                 return
+        execed = not self.enabled
+        if execed:
+            if self.owner.image_of(task.tgid) in (None, self.exec_awaited):
+                return
+            self.exec_awaited = None
+            self.set_enabled(True)
         # user_event_perf validates the entry in perf_trace_buf_alloc()'s buffer, which it
         # starts: the byte before an empty __data_loc string at offset 0 lies outside that
         # buffer, in memory we cannot know; it is taken as 0 (the string's NUL).
@@ -113,6 +129,11 @@ class PerfEvent:
                             cpu=task.cpu, entry=entry)
         ids = EventIds(id=self.id, stream_id=self.id)
         sink = self.output or self
+        if execed and self.attr.has(Flag.COMM):
+            # The exec's comm (perf_event_comm after perf_event_enable_on_exec);
+            # without it perf names the samples by the pre-exec comm.
+            comm = task.comm.encode("latin-1", "replace")
+            sink.deliver(comm_record(self.attr, ids, comm, facts, exec_=True), ids, facts, self)
         sink.deliver(sample_record(self.attr, ids, facts), ids, facts, self)
 
     def deliver(self, record: bytes, ids: EventIds, facts: SampleFacts, source: PerfEvent) -> None:
@@ -127,13 +148,8 @@ class PerfEvent:
         def lost(n: int) -> bytes:
             return lost_record(source.attr, lost_ids, n, facts)
 
-        # Unknown tail (not read yet, docs/perf.md): the ring overwrites, as a
-        # read-only mapping's does.
-        tail = self.owner.read_tail(self) if ring.writable else None
-        if tail is None:
-            tail = ring.head
         before = ring.lost
-        changes, wakeup = ring.output(record, tail, lost)
+        changes, wakeup = ring.output(record, lambda: self.owner.read_tail(self), lost)
         source.lost += ring.lost - before
         for offset, data in changes:
             self.owner.publish(self.path, offset, data)
@@ -259,6 +275,8 @@ class PerfEvents:
         find_mapping: the adapter looks for ``tgid``'s mapping of ``path``
             and reports it (``mapped``) before returning.
         read_tail: the reader's ``data_tail`` of a writable ring (None: unknown).
+        image_of: a process's current image, as bytes that differ after an
+            exec (None: unknown).
     """
 
     def __init__(self, clocks: TraceClocks,
@@ -271,6 +289,8 @@ class PerfEvents:
         self._enable_listeners = enable_listeners
         self.find_mapping: Callable[[Tgid, tuple[str, ...]], None] = lambda tgid, path: None
         self.read_tail: Callable[[PerfEvent], int | None] = lambda perf: None
+        #: What tells a process's exec'd images apart (None: unknown).
+        self.image_of: Callable[[Tgid], bytes | None] = lambda tgid: None
         self._events: dict[int, PerfEvent] = {}
         self._next_id = 1
         #: Moves whenever a ring woke its readers.

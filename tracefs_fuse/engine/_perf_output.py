@@ -1,4 +1,5 @@
-"""What a perf event writes and reads: ``PERF_RECORD_SAMPLE``, ``PERF_RECORD_LOST``, ``read()``.
+"""What a perf event writes and reads: ``PERF_RECORD_SAMPLE``, ``PERF_RECORD_LOST``,
+``PERF_RECORD_COMM``, ``read()``.
 
 Rules:
   * A sample's fields come in ``perf_output_sample``'s order, each present
@@ -10,6 +11,9 @@ Rules:
   * A tracepoint sample is taken in the kernel (``perf_fetch_caller_regs``):
     misc says ``PERF_RECORD_MISC_KERNEL``; its IP is the kernel's, which we do
     not have: 0.
+  * ``PERF_RECORD_COMM``: pid, tid, then the comm NUL-terminated and padded
+    to 8; misc says ``PERF_RECORD_MISC_COMM_EXEC`` when an exec set it
+    (``perf_event_comm``, ``perf_event_comm_output``).
   * A record other than a sample carries ``sample_id`` when
     ``sample_id_all`` is set: TID, TIME, ID, STREAM_ID, CPU, IDENTIFIER.
 
@@ -30,8 +34,12 @@ from ._errors import TracefsError
 from ._perf_event_attr import Flag, PerfEventAttr, ReadFormat, Sample
 
 PERF_RECORD_LOST = 2
+PERF_RECORD_COMM = 3
 PERF_RECORD_SAMPLE = 9
 PERF_RECORD_MISC_KERNEL = 1
+PERF_RECORD_MISC_COMM_EXEC = 1 << 13
+#: TASK_COMM_LEN, the NUL included.
+TASK_COMM_LEN = 16
 
 #: struct perf_event_header { __u32 type; __u16 misc; __u16 size; };
 HEADER = struct.Struct("=IHH")
@@ -120,6 +128,16 @@ def lost_record(attr: PerfEventAttr, ids: EventIds, lost: int, facts: SampleFact
     """``PERF_RECORD_LOST``: ``u64 id; u64 lost;`` then ``sample_id``."""
     body = struct.pack("=QQ", ids.id, lost) + sample_id(attr, ids, facts)
     return HEADER.pack(PERF_RECORD_LOST, 0, HEADER.size + len(body)) + body
+
+
+def comm_record(attr: PerfEventAttr, ids: EventIds, comm: bytes, facts: SampleFacts, *,
+                exec_: bool) -> bytes:
+    """``PERF_RECORD_COMM``: ``u32 pid, tid; char comm[];`` then ``sample_id``."""
+    name = comm[:TASK_COMM_LEN - 1] + b"\0"
+    body = _U32_PAIR.pack(facts.pid, facts.tid) + name + bytes(-len(name) % 8) \
+        + sample_id(attr, ids, facts)
+    misc = PERF_RECORD_MISC_COMM_EXEC if exec_ else 0
+    return HEADER.pack(PERF_RECORD_COMM, misc, HEADER.size + len(body)) + body
 
 
 class Counts(msgspec.Struct, frozen=True, kw_only=True):

@@ -217,6 +217,14 @@ class MappingTracker:
         if proc is None or not proc.of(path):
             self._check_all(path)
 
+    def writable_start(self, tgid: Tgid, path: Path) -> int | None:
+        """Where ``tgid``'s known writable mapping of ``path`` starts (a perf
+        ring's reader page, where it writes ``data_tail``), or None."""
+        proc = self._procs.get(tgid)
+        if proc is None:
+            return None
+        return next((start for start, m in proc.of(path) if m.vma.write), None)
+
     def maps(self, pid: int, inode: int) -> bool:
         """Does ``pid``'s process map the file (accepted or refused)?"""
         tgid = self.tgid_of(pid)

@@ -27,6 +27,7 @@ from ..engine._perf_events import PERF_DIR, PerfEvent
 from ..engine._task import Task
 from ..engine._tracefs import Tracefs
 from ..engine._user_events import UserEvent
+from ._exec import image_token
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class PerfService:
         self._task = task
         self._changed = changed
         self._token = trio.lowlevel.current_trio_token()
+        engine.perf.image_of = image_token
 
     # -- called on the supervisor thread ------------------------------------------------
 

@@ -1,0 +1,55 @@
+"""Debian's ``perf record -e user_events:NAME -- CMD`` inside ``tracefs-fuse run``,
+decoded by ``perf script`` (docs/perf.md, issue 20)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from ..ordinary_user import User
+
+pytestmark = pytest.mark.uses_fuse
+
+RUN = [sys.executable, "-m", "tracefs_fuse", "run", "--"]
+EVENT = "u:emit u32 count; char[16] msg"
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "without_sudo"])
+def test_perf_record_and_script(as_root: bool, ordinary_user: User, tmp_path: Path,
+                                c_client) -> None:  # type: ignore[no-untyped-def]
+    # perf opens the event before the command execs (disabled, enable_on_exec),
+    # so the event exists already: created through dynamic_events, as on a
+    # real kernel. ue_emit writes once a tracer enabled it: perf's open does.
+    home = Path(tempfile.mkdtemp(prefix="tfuse-perf-record-"))
+    try:
+        emit = shutil.copy(c_client("ue_emit"), home / "ue_emit")
+        script = (f"echo '{EVENT}' >> /sys/kernel/tracing/dynamic_events && "
+                  f"perf record --no-buildid-cache -o {home}/perf.data -e user_events:emit "
+                  f"-- {emit} /sys/kernel/tracing 5")
+        if as_root:
+            record = subprocess.run([*RUN, "sh", "-c", script], cwd=home, capture_output=True,
+                                    text=True, timeout=120)
+        else:
+            os.chown(home, ordinary_user.uid, ordinary_user.gid)
+            home.chmod(0o755)
+            record = ordinary_user.run([*ordinary_user.tracefs_fuse(), "run", "--",
+                                        "sh", "-c", f"cd {home} && {script}"])
+        assert record.returncode == 0, record.stdout + record.stderr
+        assert "(5 samples)" in record.stderr, record.stderr
+        # -f: the ordinary user's file, read by root.
+        decoded = subprocess.run(["perf", "script", "-f", "-i", str(home / "perf.data")],
+                                 capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(home)
+    assert decoded.returncode == 0, decoded.stderr
+    # ue_emit: the exec's PERF_RECORD_COMM names the samples (else "perf-exec").
+    events = re.findall(r"ue_emit +\d+ +\[\d{3}\] +[\d.]+: +user_events:emit: +count=(\d+) msg=(\S+)",
+                        decoded.stdout)
+    assert events == [(str(i), f"msg-{i}") for i in range(5)], decoded.stdout
