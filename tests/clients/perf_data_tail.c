@@ -23,32 +23,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "perf_checks.h"
 #include "user_events_uapi.h"
 
 #define EVENT "__tail_event"
-
-static int checks;
-
-#define CHECK(name, cond)                                                              \
-	do {                                                                           \
-		if (!(cond)) {                                                         \
-			printf("FAIL %s (errno %d: %s)\n", name, errno, strerror(errno)); \
-			exit(1);                                                       \
-		}                                                                      \
-		printf("ok %s\n", name);                                               \
-		checks++;                                                              \
-	} while (0)
-
-static long read_number(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	long n = -1;
-	if (!f || fscanf(f, "%ld", &n) != 1)
-		n = -1;
-	if (f)
-		fclose(f);
-	return n;
-}
 
 static int data_fd;
 static struct user_reg reg;

@@ -22,21 +22,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "perf_checks.h"
 #include "user_events_uapi.h"
 
 #define EVENT "__exec_event"
-
-static int checks;
-
-#define CHECK(name, cond)                                                              \
-	do {                                                                           \
-		if (!(cond)) {                                                         \
-			printf("FAIL %s (errno %d: %s)\n", name, errno, strerror(errno)); \
-			exit(1);                                                       \
-		}                                                                      \
-		printf("ok %s\n", name);                                               \
-		checks++;                                                              \
-	} while (0)
 
 static int enabled;
 

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "perf_checks.h"
 #include "user_events_uapi.h"
 
 #define EVENT "__oc_event"
@@ -38,46 +39,6 @@
 #define MAX_CPUS 64
 
 static const char *tracefs;
-static int checks;
-
-#define CHECK(name, cond)                                                              \
-	do {                                                                           \
-		if (!(cond)) {                                                         \
-			printf("FAIL %s (errno %d: %s)\n", name, errno, strerror(errno)); \
-			exit(1);                                                       \
-		}                                                                      \
-		printf("ok %s\n", name);                                               \
-		checks++;                                                              \
-	} while (0)
-
-static long read_number(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	long n = -1;
-	if (!f || fscanf(f, "%ld", &n) != 1)
-		n = -1;
-	if (f)
-		fclose(f);
-	return n;
-}
-
-/* offset of "field:u32 NAME;" in the event's format, -1 if absent */
-static int field_offset(const char *field)
-{
-	char path[512], line[512], want[128];
-	snprintf(path, sizeof(path), "%s/events/user_events/%s/format", tracefs, EVENT);
-	snprintf(want, sizeof(want), "field:u32 %s;", field);
-	FILE *f = fopen(path, "r");
-	int offset = -1;
-	while (f && fgets(line, sizeof(line), f)) {
-		char *at = strstr(line, want);
-		if (at && sscanf(strstr(at, "offset:"), "offset:%d;", &offset) == 1)
-			break;
-	}
-	if (f)
-		fclose(f);
-	return offset;
-}
 
 static void common_attr(struct perf_event_attr *pe)
 {
@@ -133,7 +94,7 @@ int main(int argc, char **argv)
 	CHECK("register", ioctl(data_fd, DIAG_IOCSREG, &reg) == 0);
 	snprintf(path, sizeof(path), "%s/events/user_events/%s/id", tracefs, EVENT);
 	long event_id = read_number(path);
-	int off_a = field_offset("a"), off_b = field_offset("b");
+	int off_a = u32_field_offset(tracefs, EVENT, "a"), off_b = u32_field_offset(tracefs, EVENT, "b");
 	CHECK("id and format", event_id > 0 && off_a > 0 && off_b > 0);
 
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);

@@ -23,49 +23,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "perf_checks.h"
 #include "user_events_uapi.h"
 
 static const char *tracefs;
-static int checks;
-
-#define CHECK(name, cond)                                                              \
-	do {                                                                           \
-		if (!(cond)) {                                                         \
-			printf("FAIL %s (errno %d: %s)\n", name, errno, strerror(errno)); \
-			exit(1);                                                       \
-		}                                                                      \
-		printf("ok %s\n", name);                                               \
-		checks++;                                                              \
-	} while (0)
-
-static long read_number(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	long n = -1;
-	if (!f || fscanf(f, "%ld", &n) != 1)
-		n = -1;
-	if (f)
-		fclose(f);
-	return n;
-}
-
-/* offset of "field:u32 NAME;" in the event's format, -1 if absent */
-static int field_offset(const char *event, const char *field)
-{
-	char path[512], line[512], want[128];
-	snprintf(path, sizeof(path), "%s/events/user_events/%s/format", tracefs, event);
-	snprintf(want, sizeof(want), "field:u32 %s;", field);
-	FILE *f = fopen(path, "r");
-	int offset = -1;
-	while (f && fgets(line, sizeof(line), f)) {
-		char *at = strstr(line, want);
-		if (at && sscanf(strstr(at, "offset:"), "offset:%d;", &offset) == 1)
-			break;
-	}
-	if (f)
-		fclose(f);
-	return offset;
-}
 
 static int open_perf(const char *event)
 {
@@ -120,11 +81,11 @@ static void one_event(int data_fd, const char *event, const char *args, int with
 	snprintf(label, sizeof(label), "%s: PERF_RECORD_SAMPLE at data_offset", event);
 	CHECK(label, perf_page->data_head > 0 && val[0] == PERF_RECORD_SAMPLE);
 	if (with_fields) {
-		int offset = field_offset(event, "field1");
+		int offset = u32_field_offset(tracefs, event, "field1");
 		snprintf(label, sizeof(label), "%s: field1 at its offset", event);
 		/* header (8 bytes) and raw size (4), then the entry */
 		CHECK(label, offset > 0 && *(uint32_t *)((char *)(val + 3) + offset) == 0xdeadbeef);
-		offset = field_offset(event, "field2");
+		offset = u32_field_offset(tracefs, event, "field2");
 		snprintf(label, sizeof(label), "%s: field2 at its offset", event);
 		CHECK(label, offset > 0 && *(uint32_t *)((char *)(val + 3) + offset) == 0xfeedface);
 	} else {
