@@ -97,6 +97,11 @@ def run_in_namespace(config: MountConfig, argv: list[str],
     try:
         return _run_in_namespace(config, argv, record, named_events)
     finally:
+        # A SIGINT that came after _Interrupts stopped reading (the command had
+        # ended; a Ctrl-C reaches the whole group) was the command's too: taken
+        # here, never raised as KeyboardInterrupt once unblocked.
+        while signal.sigtimedwait({signal.SIGINT}, 0) is not None:
+            pass
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
