@@ -1,7 +1,8 @@
 """The ``tracefs-fuse`` command line.
 
 Owns: argument parsing and the sub-commands (``_main``), the recording options
-and ``show`` (``_record``), the Trace Event Format (``_chrome``).
+and ``show`` (``_record``), the Trace Event Format (``_chrome``), the run
+server that forks ``tracefs-fuse run`` for the pytest fixture (``_run_server``).
 May import: ``daemon``, ``host``, ``decode``, ``lib``, ``engine``, ``testing``
 (``show --event`` names events as the fixture does).
 """

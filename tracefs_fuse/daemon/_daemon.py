@@ -17,6 +17,7 @@ Rules:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -75,8 +76,13 @@ def possible_cpus() -> int:
         return os.cpu_count() or 1
 
 
+@functools.cache
 def marker_ip() -> int:
-    """The host's address of ``tracing_mark_write`` (0 if kallsyms hides it)."""
+    """The host's address of ``tracing_mark_write`` (0 if kallsyms hides it).
+
+    Read once per process (a fork of the run server has it already): the
+    kernel generates kallsyms line by line, some 15 ms to this symbol.
+    """
     try:
         with open("/proc/kallsyms", "rb") as f:
             for line in f:

@@ -195,7 +195,25 @@ async def _serve_and_run(config: MountConfig, argv: list[str],
 
 
 def _children() -> list[int]:
-    """Our children now (the command's leftovers, reparented to us)."""
+    """Our children now (the command's leftovers, reparented to us).
+
+    Each thread's ``children`` file (CONFIG_PROC_CHILDREN) lists what that
+    thread forked or was handed as a reaper: a few reads, where a scan of
+    ``/proc`` reads every process's ``stat``. The file can miss a child that
+    comes or goes while it is read: the caller repeats until a pass finds none.
+    """
+    try:
+        threads = os.listdir("/proc/self/task")
+        found = []
+        for tid in threads:
+            with open(f"/proc/self/task/{tid}/children", "rb") as f:
+                found += [int(pid) for pid in f.read().split()]
+        return found
+    except FileNotFoundError:
+        return _children_by_scan()
+
+
+def _children_by_scan() -> list[int]:
     me = os.getpid()
     found = []
     for name in os.listdir("/proc"):

@@ -1,10 +1,12 @@
 """Testing one's instrumentation: run a command under tracefs-fuse, assert its events.
 
 Owns: ``_run`` (``run``, ``start`` and the objects they return), the pytest
-plugin (``pytest_plugin``: the ``user_events`` fixture) and ``_call`` (the child
-that runs a Python callable).
+plugin (``pytest_plugin``: the ``user_events`` fixture), ``_call`` (the child
+that runs a Python callable) and ``_forks`` (the fixture's run server: its
+protocol and the test's side of it).
 May import: ``decode`` (public names only), ``lib``. It starts ``tracefs-fuse
-run`` as a command, never the daemon's modules.
+run`` (or the run server, ``cli/_run_server.py``) as a command, never the
+daemon's modules.
 """
 
 from ._run import DEFAULT_EVENTS as DEFAULT_EVENTS

@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterable, Sequence, Union
 
 from ..decode import Event, Lost, read_lines, render_record
 from ..lib import libc
+from ._forks import RunServer, ServedProcess
 
 #: What a recording enables when a test does not say.
 DEFAULT_EVENTS = ("user_events:*",)
@@ -339,7 +340,7 @@ class Running:
 
     def __init__(self, command: Command, *, events: Sequence[str], options: Sequence[str],
                  env: dict[str, str] | None, cwd: str | os.PathLike[str] | None,
-                 workdir: Path, owned: bool) -> None:
+                 workdir: Path, owned: bool, server: RunServer | None = None) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         #: A temporary directory of our own, removed when the command ends.
         self._owned = workdir if owned else None
@@ -363,10 +364,19 @@ class Running:
                   *(arg for pattern in (() if tuple(events) == DEFAULT_EVENTS else events)
                     for arg in ("--events", pattern)),
                   *options, "--", *argv]
-        self.process = subprocess.Popen(runner, stdin=subprocess.DEVNULL,
-                                        stdout=self._stdout, stderr=self._stderr,
-                                        env=env, cwd=cwd)
-        self._pidfd = os.pidfd_open(self.process.pid)
+        self.process: subprocess.Popen[bytes] | ServedProcess
+        if server is None:
+            self.process = subprocess.Popen(runner, stdin=subprocess.DEVNULL,
+                                            stdout=self._stdout, stderr=self._stderr,
+                                            env=env, cwd=cwd)
+            self._pidfd = os.pidfd_open(self.process.pid)
+        else:
+            with open(os.devnull, "rb") as stdin:
+                self.process = server.spawn(runner[4:], env=env, cwd=cwd,
+                                            stdin=stdin.fileno(),
+                                            stdout=self._stdout.fileno(),
+                                            stderr=self._stderr.fileno())
+            self._pidfd = self.process.pidfd
         self._run: Run | None = None
 
     def __enter__(self) -> Running:
@@ -443,7 +453,10 @@ class Running:
     def _finish(self) -> Run:
         events = self._recording.read()
         self._recording.close()
-        os.close(self._pidfd)
+        if isinstance(self.process, ServedProcess):
+            self.process.close()
+        else:
+            os.close(self._pidfd)
         outputs = []
         for stream in (self._stdout, self._stderr):
             stream.seek(0)
@@ -454,14 +467,17 @@ class Running:
             result = pickle.loads(self._result.read_bytes())
         if self._owned is not None:
             shutil.rmtree(self._owned, ignore_errors=True)
-        return Run(self.command, self.process.returncode, outputs[0],
+        returncode = self.process.returncode
+        assert returncode is not None  # waited for
+        return Run(self.command, returncode, outputs[0],
                    _without_summary(outputs[1]), events, result)
 
 
 def start(command: Command, *, events: Sequence[str] = DEFAULT_EVENTS,
           options: Sequence[str] = (), env: dict[str, str] | None = None,
           cwd: str | os.PathLike[str] | None = None,
-          workdir: str | os.PathLike[str] | None = None) -> Running:
+          workdir: str | os.PathLike[str] | None = None,
+          server: RunServer | None = None) -> Running:
     """Start ``command`` under a recording tracefs, in the background.
 
     Args:
@@ -472,17 +488,21 @@ def start(command: Command, *, events: Sequence[str] = DEFAULT_EVENTS,
         env, cwd: the command's environment and directory.
         workdir: where the recording and a callable's files go (default: a
             new temporary directory).
+        server: the :class:`RunServer` that forks the runner (the pytest
+            fixture's, one per session); by default a ``tracefs-fuse run``
+            process is started.
     """
     owned = workdir is None
     directory = Path(tempfile.mkdtemp(prefix="tracefs-fuse-") if workdir is None else workdir)
     return Running(command, events=events, options=options, env=env, cwd=cwd,
-                   workdir=directory, owned=owned)
+                   workdir=directory, owned=owned, server=server)
 
 
 def run(command: Command, *, events: Sequence[str] = DEFAULT_EVENTS,
         options: Sequence[str] = (), env: dict[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None, timeout: float = 60.0,
-        check: bool = True, workdir: str | os.PathLike[str] | None = None) -> Run:
+        check: bool = True, workdir: str | os.PathLike[str] | None = None,
+        server: RunServer | None = None) -> Run:
     """Run ``command`` to its end under a recording tracefs; its :class:`Run`.
 
     Arguments are :func:`start`'s, and:
@@ -495,7 +515,7 @@ def run(command: Command, *, events: Sequence[str] = DEFAULT_EVENTS,
     """
     __tracebackhide__ = True
     running = start(command, events=events, options=options, env=env, cwd=cwd,
-                    workdir=workdir)
+                    workdir=workdir, server=server)
     try:
         return running.wait(timeout, check=check)
     except subprocess.TimeoutExpired:

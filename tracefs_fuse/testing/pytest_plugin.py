@@ -31,6 +31,7 @@ from typing import Generator, Iterator, Sequence
 
 import pytest
 
+from ._forks import RunServer
 from ._run import DEFAULT_EVENTS, Command, Run, Running, TracefsFuseUnavailable, start
 
 #: The opt-in to skip, not fail, where tracefs-fuse cannot start.
@@ -66,8 +67,9 @@ class UserEvents:
         options: more ``tracefs-fuse run`` options for every command.
     """
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, server: RunServer | None = None) -> None:
         self.workdir = workdir
+        self._server = server
         self.events: Sequence[str] = DEFAULT_EVENTS
         self.options: Sequence[str] = ()
         self._running: list[Running] = []
@@ -80,7 +82,8 @@ class UserEvents:
         background; wait on it with ``wait_for``, end it with ``stop``."""
         running = start(command, events=self.events if events is None else events,
                         options=[*self.options, *options], env=env, cwd=cwd,
-                        workdir=self.workdir / f"run-{next(self._numbers)}")
+                        workdir=self.workdir / f"run-{next(self._numbers)}",
+                        server=self._server)
         self._running.append(running)
         return running
 
@@ -107,10 +110,21 @@ class UserEvents:
                 pass  # the test saw it, if it waited for anything
 
 
+@pytest.fixture(scope="session")
+def user_events_server() -> Iterator[RunServer]:
+    """The session's (each xdist worker's) server of runs: it forks each
+    ``tracefs-fuse run`` of the ``user_events`` fixture, ready imported."""
+    server = RunServer()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
 @pytest.fixture
-def user_events(tmp_path: Path) -> Iterator[UserEvents]:
+def user_events(tmp_path: Path, user_events_server: RunServer) -> Iterator[UserEvents]:
     """Run programs under a private, recording tracefs; see :class:`UserEvents`."""
-    session = UserEvents(tmp_path / "user_events")
+    session = UserEvents(tmp_path / "user_events", user_events_server)
     try:
         yield session
     finally:
