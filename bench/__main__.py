@@ -24,6 +24,7 @@ from ._results import Recorder, Results, render_profile, render_tables
 from ._servers import (LIBFUSE_FLOOR, OURS, PYFUSE3_FLOOR, Binaries, kernel_instance,
                        mounted)
 from ._suite import WRITERS, Suite
+from ._startup import test_loop
 from ._tracking import fork_propagation, teardown
 
 #: Each profiled write run; long enough for ~1,000 samples at 200/s.
@@ -81,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
                   lambda: fork_propagation(binaries, workdir, recorder, args.repeats)),
                  ("8. teardown of many enablers",
                   lambda: teardown(binaries, workdir, recorder)),
-                 ("9. issue 12's goals (from 1 and 4)", suite.goals))
+                 ("9. issue 12's goals (from 1 and 4)", suite.goals),
+                 ("10. the test loop: start-up and the fixture",
+                  lambda: test_loop(recorder, args.repeats)))
         number = ""
         for title, step in steps:
             # An indented step (the profile) belongs to the benchmark above it.

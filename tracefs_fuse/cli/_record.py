@@ -27,7 +27,6 @@ import msgspec
 
 from ..decode import Lost, Record, read_lines, render_record
 from ..lib import check, libc
-from ..testing import name_matches
 from ._chrome import chrome_trace
 
 #: What ``run --record`` enables when no ``--events`` is given.
@@ -144,6 +143,8 @@ def _lines(args: argparse.Namespace) -> Iterator[bytes]:
 
 
 def _records(lines: Iterable[bytes], globs: list[str] | None) -> Iterator[Record]:
+    from ..testing import name_matches  # for show alone: run need not import it
+
     for number, line in enumerate(lines, 1):
         if number == 1 and line.startswith(TRACE_DAT_MAGIC):
             raise _NotJsonLines("a trace-cmd recording (trace.dat), not JSON Lines: "

@@ -256,7 +256,12 @@ _IN_CLOSE_WRITE = 0x8
 
 
 class _Recording:
-    """The record file of a running command, read as lines are completed."""
+    """The record file of a running command, read as lines are completed.
+
+    Its inotify instance is made only for :meth:`Running.wait_for`: closing
+    one waits for an SRCU grace period (some 10 ms), which a test that only
+    waits for the command's end need not pay.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -264,21 +269,30 @@ class _Recording:
         self._offset = 0
         self._partial = b""
         self.events = EventList()
-        self.inotify = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if self.inotify < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1")
-        if libc.inotify_add_watch(self.inotify, os.fsencode(path),
-                                  _IN_MODIFY | _IN_CLOSE_WRITE) < 0:
-            os.close(self.inotify)
-            raise OSError(ctypes.get_errno(), f"inotify_add_watch {path}")
+        self._inotify: int | None = None
+
+    @property
+    def inotify(self) -> int:
+        """An fd readable when the file was written to (since the last :meth:`read`)."""
+        if self._inotify is None:
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+            if fd < 0:
+                raise OSError(ctypes.get_errno(), "inotify_init1")
+            if libc.inotify_add_watch(fd, os.fsencode(self.path),
+                                      _IN_MODIFY | _IN_CLOSE_WRITE) < 0:
+                os.close(fd)
+                raise OSError(ctypes.get_errno(), f"inotify_add_watch {self.path}")
+            self._inotify = fd
+        return self._inotify
 
     def read(self) -> EventList:
         """Take in what was written since the last call; every event so far."""
-        try:
-            while os.read(self.inotify, 4096):
+        if self._inotify is not None:
+            try:
+                while os.read(self._inotify, 4096):
+                    pass
+            except BlockingIOError:
                 pass
-        except BlockingIOError:
-            pass
         with open(self.path, "rb") as f:
             f.seek(self._offset)
             data = f.read()
@@ -293,7 +307,8 @@ class _Recording:
         return self.events
 
     def close(self) -> None:
-        os.close(self.inotify)
+        if self._inotify is not None:
+            os.close(self._inotify)
 
 
 # -- running ---------------------------------------------------------------------------
@@ -401,6 +416,7 @@ class Running:
         """
         __tracebackhide__ = True
         deadline = time.monotonic() + timeout
+        watch = self._recording.inotify  # before the first read: no write goes unseen
         while True:
             exited = self.process.poll() is not None
             found = self._recording.read().matching(pattern, **fields)
@@ -417,7 +433,7 @@ class Running:
                 raise AssertionError(
                     f"no event {_what(pattern, fields)} within {timeout} s\n"
                     f"{events.describe(pattern, fields)}")
-            select.select([self._recording.inotify, self._pidfd], [], [], remaining)
+            select.select([watch, self._pidfd], [], [], remaining)
 
     def wait(self, timeout: float | None = 60.0, *, check: bool = True) -> Run:
         """Wait for the command to end; its :class:`Run`.

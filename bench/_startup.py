@@ -1,0 +1,89 @@
+"""Benchmark 10: the test loop (issue 21), as root and as an ordinary user.
+
+* ``tracefs-fuse run -- true``, wall time, against ``python -c pass`` (the
+  interpreter's own floor) measured in the same run.
+* The ``user_events`` fixture's run of ``true`` after the first (the session's
+  run server is up), against a plain ``subprocess.run(["true"])``: what a test
+  pays for the tool. Goal: at most 20 ms over it.
+
+Each figure is the median of :data:`LOOPS` runs in one process (``_PROBE``),
+executed as the user it is for: the ordinary user is made with useradd for the
+benchmark and deleted after (``tests/ordinary_user.py``, which also lets it
+reach this session's interpreter).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from tests.ordinary_user import ordinary_user
+
+from ._results import Recorder
+
+LOOPS = 20
+GROUP = "10. The test loop: start-up, and a fixture test that runs true (median of 20)"
+
+_PROBE = textwrap.dedent('''
+    import json, statistics, subprocess, sys, tempfile, time
+    from pathlib import Path
+    from tracefs_fuse.testing._forks import RunServer
+    from tracefs_fuse.testing.pytest_plugin import UserEvents
+
+    loops = int(sys.argv[1])
+
+    def median_ms(action):
+        times = []
+        for _ in range(loops):
+            start = time.perf_counter()
+            action()
+            times.append((time.perf_counter() - start) * 1e3)
+        return statistics.median(times)
+
+    def command(*argv):
+        return lambda: subprocess.run(argv, check=True, capture_output=True)
+
+    out = {
+        "python": median_ms(command(sys.executable, "-P", "-c", "pass")),
+        "run": median_ms(command(sys.executable, "-P", "-m", "tracefs_fuse", "run", "--",
+                                 "true")),
+        "subprocess": median_ms(command("true")),
+    }
+    server = RunServer()
+    try:
+        with tempfile.TemporaryDirectory() as workdir:
+            fixture = UserEvents(Path(workdir), server)
+            fixture.run(["true"])  # the first test's: the server's start is behind it
+            out["fixture"] = median_ms(lambda: fixture.run(["true"]))
+    finally:
+        server.close()
+    print(json.dumps(out))
+''')
+
+
+def test_loop(rec: Recorder, repeats: int) -> None:
+    with ordinary_user("bench") as user:
+        for _ in range(repeats):
+            for column, argv in (("root", [sys.executable, "-P", "-c", _PROBE, str(LOOPS)]),
+                                 ("ordinary user", user.argv(
+                                     [sys.executable, "-P", "-c", _PROBE, str(LOOPS)],
+                                     fuse_mode=0o666))):
+                done = subprocess.run(argv, capture_output=True, text=True, timeout=600,
+                                      cwd="/")
+                if done.returncode != 0:
+                    raise RuntimeError(f"the test-loop probe failed as {column}:\n"
+                                       f"{done.stderr}")
+                got = json.loads(done.stdout.splitlines()[-1])
+                rec.add(GROUP, "python -P -c pass", column, "ms", got["python"])
+                rec.add(GROUP, "tracefs-fuse run -- true", column, "ms", got["run"])
+                rec.add(GROUP, "subprocess.run(['true'])", column, "ms", got["subprocess"])
+                rec.add(GROUP, "fixture's run of true, after the first", column, "ms",
+                        got["fixture"])
+                rec.add(GROUP, "fixture's run of true over subprocess.run (goal ≤ 20 ms)",
+                        column, "ms", got["fixture"] - got["subprocess"])
+        for column in ("root", "ordinary user"):
+            rec.add_ratio(GROUP, "fixture's run of true ÷ subprocess.run", column,
+                          ("fixture's run of true, after the first", column),
+                          ("subprocess.run(['true'])", column))
