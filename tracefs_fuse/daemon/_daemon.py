@@ -230,10 +230,15 @@ class Daemon:
         """Records the fast path staged are in the engine's buffers on return."""
         self.native.drain()
 
-    def engine_changed(self) -> None:
+    def engine_changed(self) -> trio.Event | None:
         """Call after changing the engine outside a FUSE request (e.g. tracing
-        from code): wakes blocked readers and pushes pages into mappings."""
-        self.publish()
+        from code): wakes blocked readers and pushes pages into mappings.
+
+        Returns:
+            The event set once those pages are stored (None: none to store),
+            for a caller that must not answer before its change is visible.
+        """
+        return self.publish()
 
     async def run(self, stop_on_signals: bool = True, *,
                   task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED) -> None:

@@ -17,6 +17,7 @@ import errno
 import logging
 import os
 from collections.abc import Callable
+from typing import TypeVar
 
 import trio
 
@@ -32,6 +33,7 @@ from ._exec import image_token
 log = logging.getLogger(__name__)
 
 _PERF_INODE = "anon_inode:[perf_event]"
+_Answer = TypeVar("_Answer")
 
 
 def perf_event_paranoid() -> int:
@@ -47,11 +49,12 @@ class PerfService:
 
     Args:
         task: the facts of a thread (tgid, CPU, perfmon) by tid.
-        changed: publish engine changes (enable bits, pages, pollers).
+        changed: publish engine changes (enable bits, pages, pollers); the event
+            the answer must wait for (its page stores), if any.
     """
 
     def __init__(self, engine: Tracefs, mountpoint: str, task: Callable[[int], Task],
-                 changed: Callable[[], object]) -> None:
+                 changed: Callable[[], trio.Event | None]) -> None:
         self.engine = engine
         self.prefix = f"{mountpoint.rstrip('/')}/{PERF_DIR}/"
         self._task = task
@@ -64,21 +67,31 @@ class PerfService:
     def on_open(self, tid: int, attr: bytes, pid: int, cpu: int, group_fd: int,
                 flags: int) -> None | int | str:
         try:
-            return trio.from_thread.run_sync(self._open, tid, attr, pid, cpu, group_fd, flags,
-                                             trio_token=self._token)
+            return trio.from_thread.run(self._settled, self._open, tid, attr, pid, cpu,
+                                        group_fd, flags, trio_token=self._token)
         except Exception:
             log.exception("perf_event_open of %d", tid)
             return -errno.EIO
 
     def on_ioctl(self, tid: int, name: str, cmd: int, arg: int) -> tuple[int, bytes | None]:
         try:
-            return trio.from_thread.run_sync(self._ioctl, tid, name, cmd, arg,
-                                             trio_token=self._token)
+            return trio.from_thread.run(self._settled, self._ioctl, tid, name, cmd, arg,
+                                        trio_token=self._token)
         except Exception:
             log.exception("perf ioctl %#x of %d", cmd, tid)
             return -errno.EIO, None
 
     # -- in the trio thread -------------------------------------------------------------
+
+    async def _settled(self, answer: Callable[..., _Answer], *args: object) -> _Answer:
+        """``answer(*args)``, returned once what it changed is visible: the enable
+        bits and the pages of mapped files (a status page) stored, as the
+        kernel's perf_event_open has updated them before it returns."""
+        result = answer(*args)
+        stored = self._changed()
+        if stored is not None:
+            await stored.wait()
+        return result
 
     def _open(self, tid: int, raw: bytes, pid: int, cpu: int, group_fd: int,
               flags: int) -> None | int | str:
@@ -105,7 +118,6 @@ class PerfService:
             return -exc.errno
         if output is not None and flags & PERF_FLAG_FD_OUTPUT:
             perf.output = output
-        self._changed()
         log.debug("perf event %d: %s %s pid %d cpu %d", perf.id, kind.value, attr.config, pid, cpu)
         return self.prefix + str(perf.id)
 
@@ -147,9 +159,7 @@ class PerfService:
         if cmd == 0x2405 and arg != 0xFFFFFFFF and arg != (1 << 64) - 1:
             output = self._fd_event(tid, arg & 0xFFFFFFFF)
         try:
-            answer = perf.ioctl(cmd, arg, output)
+            return perf.ioctl(cmd, arg, output)
         except TracefsError as exc:
             return -exc.errno, None
-        self._changed()
-        return answer
 
