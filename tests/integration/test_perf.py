@@ -91,6 +91,9 @@ CLIENTS = {
     # event SET_OUTPUT into them; realtime (ppoll, data_tail) and circular
     # (write_backward, read-only rings, PAUSE_OUTPUT, PERF_RECORD_LOST for paused writes).
     "perf_tracepoint_session": 34,
+    # A perf consumer joins an event ftrace records already: every write from the open
+    # on is a sample (the fast path hands the event's writes to the engine at once).
+    "perf_with_ftrace": 7,
 }
 
 

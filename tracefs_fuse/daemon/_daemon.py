@@ -226,7 +226,10 @@ class Daemon:
 
     def engine_changed(self) -> None:
         """Call after changing the engine outside a FUSE request (e.g. tracing
-        from code): wakes blocked readers and pushes pages into mappings."""
+        from code, a perf event opened): brings the fast path's table up to
+        date, wakes blocked readers and pushes pages into mappings."""
+        if self.handler is not None:
+            self.handler.publish_fast_path()
         self.publish()
 
     async def run(self, stop_on_signals: bool = True, *,
