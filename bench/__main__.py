@@ -19,6 +19,7 @@ from pathlib import Path
 import msgspec
 
 from ._machine import describe, load_average
+from ._perf import perf_consumers
 from ._profile import profile_daemon
 from ._results import Recorder, Results, render_profile, render_tables
 from ._servers import (LIBFUSE_FLOOR, OURS, PYFUSE3_FLOOR, Binaries, kernel_instance,
@@ -83,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
                  ("8. teardown of many enablers",
                   lambda: teardown(binaries, workdir, recorder)),
                  ("9. issue 12's goals (from 1 and 4)", suite.goals),
-                 ("10. the test loop: start-up and the fixture",
+                 ("10. perf consumers under run",
+                  lambda: perf_consumers(workdir, recorder, args.repeats, args.seconds)),
+                 ("11. the test loop: start-up and the fixture",
                   lambda: test_loop(recorder, args.repeats)))
         number = ""
         for title, step in steps:

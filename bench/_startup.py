@@ -1,4 +1,4 @@
-"""Benchmark 10: the test loop (issue 21), as root and as an ordinary user.
+"""Benchmark 11: the test loop (issue 21), as root and as an ordinary user.
 
 * ``tracefs-fuse run -- true``, wall time, against ``python -c pass`` (the
   interpreter's own floor) measured in the same run.
@@ -24,7 +24,7 @@ from tests.ordinary_user import ordinary_user
 from ._results import Recorder
 
 LOOPS = 20
-GROUP = "10. The test loop: start-up, and a fixture test that runs true (median of 20)"
+GROUP = "11. The test loop: start-up, and a fixture test that runs true (median of 20)"
 
 _PROBE = textwrap.dedent('''
     import json, statistics, subprocess, sys, tempfile, time

@@ -87,6 +87,13 @@ CLIENTS = {
     "perf_data_tail": 15,
     # perf record -- CMD: a disabled event of a waiting child, enabled by its exec.
     "perf_enable_on_exec": 11,
+    # LinuxTracepoints' TracepointSession (perf-collect): per-CPU leaders with a second
+    # event SET_OUTPUT into them; realtime (ppoll, data_tail) and circular
+    # (write_backward, read-only rings, PAUSE_OUTPUT, PERF_RECORD_LOST for paused writes).
+    "perf_tracepoint_session": 34,
+    # A perf consumer joins an event ftrace records already: every write from the open
+    # on is a sample (the fast path hands the event's writes to the engine at once).
+    "perf_with_ftrace": 7,
 }
 
 

@@ -53,3 +53,30 @@ def test_perf_record_and_script(as_root: bool, ordinary_user: User, tmp_path: Pa
     events = re.findall(r"ue_emit +\d+ +\[\d{3}\] +[\d.]+: +user_events:emit: +count=(\d+) msg=(\S+)",
                         decoded.stdout)
     assert events == [(str(i), f"msg-{i}") for i in range(5)], decoded.stdout
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "without_sudo"])
+def test_perf_stat_counts(as_root: bool, ordinary_user: User, c_client) -> None:  # type: ignore[no-untyped-def]
+    # perf stat opens a counting event (no period, no ring) on the workload,
+    # disabled until its exec, and read()s the value, enabled and running
+    # times at its exit: every write is counted, and ran the whole time.
+    home = Path(tempfile.mkdtemp(prefix="tfuse-perf-stat-"))
+    try:
+        emit = shutil.copy(c_client("ue_emit"), home / "ue_emit")
+        script = (f"echo '{EVENT}' >> /sys/kernel/tracing/dynamic_events && "
+                  f"perf stat -x, -e user_events:emit -- {emit} /sys/kernel/tracing 7")
+        if as_root:
+            stat = subprocess.run([*RUN, "sh", "-c", script], capture_output=True, text=True,
+                                  timeout=120)
+        else:
+            os.chown(home, ordinary_user.uid, ordinary_user.gid)
+            home.chmod(0o755)
+            stat = ordinary_user.run([*ordinary_user.tracefs_fuse(), "run", "--", "sh", "-c",
+                                      script])
+    finally:
+        shutil.rmtree(home)
+    assert stat.returncode == 0, stat.stdout + stat.stderr
+    # -x,: value,unit,event,run time,percentage running,...
+    rows = [line.split(",") for line in stat.stderr.splitlines() if ",user_events:emit," in line]
+    assert [(row[0], row[2], row[4]) for row in rows] == [("7", "user_events:emit", "100.00")], \
+        stat.stderr

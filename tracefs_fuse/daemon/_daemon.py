@@ -232,12 +232,15 @@ class Daemon:
 
     def engine_changed(self) -> trio.Event | None:
         """Call after changing the engine outside a FUSE request (e.g. tracing
-        from code): wakes blocked readers and pushes pages into mappings.
+        from code, a perf event opened): brings the fast path's table up to
+        date, wakes blocked readers and pushes pages into mappings.
 
         Returns:
             The event set once those pages are stored (None: none to store),
             for a caller that must not answer before its change is visible.
         """
+        if self.handler is not None:
+            self.handler.publish_fast_path()
         return self.publish()
 
     async def run(self, stop_on_signals: bool = True, *,

@@ -20,6 +20,12 @@ Rules:
   * A wakeup (what makes ``poll()`` say POLLIN) comes every ``wakeup_events``
     samples, or with ``watermark`` when ``wakeup_watermark`` bytes are past
     the last wakeup (half the ring when 0).
+  * A paused ring (``PERF_EVENT_IOC_PAUSE_OUTPUT``, or one without data pages,
+    which ``ring_buffer_init`` pauses for good) writes nothing; with data
+    pages each record it refuses is lost and counted as a full ring's are.
+  * Where a record goes and what a full ring is are the direction's
+    (``_claim``, ``_fits``): here forward; ``_perf_backward`` for
+    ``write_backward``.
 
 Kernel: include/uapi/linux/perf_event.h (``struct perf_event_mmap_page``),
 kernel/events/core.c (``perf_mmap``, ``perf_event_init_userpage``,
@@ -60,6 +66,8 @@ DATA_OFFSET = 1040
 CAP_BIT0_IS_DEPRECATED = 1 << 1
 
 _U64 = struct.Struct("=Q")
+#: ``data_head`` is an unsigned long: a backward ring's goes below 0 and wraps.
+U64_MASK = (1 << 64) - 1
 
 
 def check_mapping(nr_pages: int, shared: bool, pgoff: int) -> int:
@@ -83,8 +91,14 @@ class PerfBuffer:
         self.head = 0
         #: The reader's ``data_tail`` as last read.
         self.tail = 0
-        #: Records lost since the last LOST record was written.
+        #: Records lost since the last LOST record was written (``rb->lost``).
         self.lost = 0
+        #: Records lost in all (what the events' ``lost_samples`` add up).
+        self.dropped = 0
+        #: Bytes written in all: what the watermark counts, either direction.
+        self.written = 0
+        # ring_buffer_init: a ring without data pages is paused for good.
+        self.paused = not self.size
         self._wakeup_events = wakeup_events
         self._events_left = wakeup_events
         # ring_buffer_init: no watermark asked for means half the ring.
@@ -99,7 +113,8 @@ class PerfBuffer:
                                    0, 0, 0)
         page = bytearray(PAGE_SIZE)
         page[:len(head)] = head
-        page[DATA_HEAD:DATA_HEAD + 32] = struct.pack("=QQQQ", self.head, 0, PAGE_SIZE, self.size)
+        page[DATA_HEAD:DATA_HEAD + 32] = struct.pack("=QQQQ", self.head & U64_MASK, 0, PAGE_SIZE,
+                                                     self.size)
         return bytes(page)
 
     def output(self, record: bytes, read_tail: Callable[[], int | None],
@@ -111,8 +126,9 @@ class PerfBuffer:
         Returns the file's changed ranges (data first, then ``data_head``) and
         whether a wakeup is due.
         """
-        if not self.size:
-            self.lost += 1
+        if self.paused:
+            if self.size:
+                self._lose()
             return [], False
         out = lost_record(self.lost) + record if self.lost else record
         if self.writable and not self._fits(len(out)):
@@ -120,20 +136,30 @@ class PerfBuffer:
             if tail is not None:
                 self.tail = tail
                 if not self._fits(len(out)):
-                    self.lost += 1
+                    self._lose()
                     return [], False
         self.lost = 0
-        changes = self._store(out)
-        self.head += len(out)
-        changes.append((DATA_HEAD, _U64.pack(self.head)))
+        changes = self._store(self._claim(len(out)), out)
+        changes.append((DATA_HEAD, _U64.pack(self.head & U64_MASK)))
+        self.written += len(out)
         return changes, self._wakeup(len(out))
+
+    def _lose(self) -> None:
+        self.lost += 1
+        self.dropped += 1
 
     def _fits(self, size: int) -> bool:
         # include/linux/circ_buf.h: CIRC_SPACE(head, tail, size) = (tail - head - 1) & (size - 1)
         return (self.tail - self.head - 1) % self.size >= size
 
-    def _store(self, out: bytes) -> list[tuple[int, bytes]]:
-        start = self.head % self.size
+    def _claim(self, size: int) -> int:
+        """Move the head past a record of ``size``; where the record starts."""
+        start = self.head
+        self.head += size
+        return start
+
+    def _store(self, position: int, out: bytes) -> list[tuple[int, bytes]]:
+        start = position % self.size
         first = out[:self.size - start]
         self.data[start:start + len(first)] = first
         changes = [(PAGE_SIZE + start, first)]
@@ -145,8 +171,8 @@ class PerfBuffer:
 
     def _wakeup(self, size: int) -> bool:
         due = False
-        if self.head - self._wakeup_at > self._watermark:
-            self._wakeup_at = self.head
+        if self.written - self._wakeup_at > self._watermark:
+            self._wakeup_at = self.written
             due = True
         if self._wakeup_events:
             self._events_left -= 1

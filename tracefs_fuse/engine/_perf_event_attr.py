@@ -316,8 +316,6 @@ def check_open(attr: PerfEventAttr, pid: int, cpu: int, flags: int, limits: Limi
     # Ours, not the kernel's: what we cannot lay out or do (docs/perf.md).
     if attr.sample_type & ~SAMPLE_EMULATED:
         raise TracefsError(errno.EINVAL, "sample_type bits we do not lay out")
-    if attr.has(Flag.WRITE_BACKWARD):
-        raise TracefsError(errno.EINVAL, "write_backward rings are not emulated")
     # find_get_context: a CPU-wide event is perf_allow_cpu's.
     if pid == -1 and limits.paranoid > 0 and not privileged:
         raise TracefsError(errno.EACCES, "CPU-wide events need perf_event_paranoid <= 0")

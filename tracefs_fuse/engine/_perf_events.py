@@ -35,6 +35,7 @@ from ._clock import TraceClocks
 from ._errors import TracefsError
 from ._events import Probe, TraceEvent
 from ._memory import Tgid
+from ._perf_backward import BackwardBuffer
 from ._perf_buffer import PerfBuffer, check_mapping
 from ._perf_event_attr import Flag, Kind, PerfEventAttr
 from ._perf_output import (Counts, EventIds, SampleFacts, comm_record, lost_record, read,
@@ -44,6 +45,8 @@ from ._task import Task
 from ._tree import POLLIN, POLLRDNORM, Dir, File, FileKind, Node, OpenFile, Vma
 
 PERF_DIR = ".perf"
+#: include/uapi/asm-generic/poll.h
+POLLHUP = 0x10
 
 # include/uapi/linux/perf_event.h: _IO/_IOR/_IOW('$', n, …)
 PERF_EVENT_IOC_ENABLE = 0x2400
@@ -95,7 +98,6 @@ class PerfEvent:
         self.count = 0
         self.lost = 0
         self.ring: PerfBuffer | None = None
-        self.paused = False
         self.output: PerfEvent | None = None
         self.wakeup = False
         #: ``record()`` finds its sink as ``event_file.trace_array``.
@@ -140,7 +142,7 @@ class PerfEvent:
         if self.ring is None:
             self.owner.find_mapping(self.owner_tgid, self.path)
         ring = self.ring
-        if ring is None or self.paused:
+        if ring is None:
             source.lost += 1
             return
         lost_ids = ids
@@ -148,9 +150,9 @@ class PerfEvent:
         def lost(n: int) -> bytes:
             return lost_record(source.attr, lost_ids, n, facts)
 
-        before = ring.lost
+        before = ring.dropped
         changes, wakeup = ring.output(record, lambda: self.owner.read_tail(self), lost)
-        source.lost += ring.lost - before
+        source.lost += ring.dropped - before
         for offset, data in changes:
             self.owner.publish(self.path, offset, data)
         if wakeup:
@@ -183,7 +185,8 @@ class PerfEvent:
         data_pages = check_mapping(vma.nr_pages, vma.shared, vma.pgoff)
         watermark = self.attr.wakeup_events if self.attr.has(Flag.WATERMARK) else None
         wakeup_events = 0 if self.attr.has(Flag.WATERMARK) else self.attr.wakeup_events
-        self.ring = PerfBuffer(data_pages, writable=vma.write, wakeup_events=wakeup_events,
+        ring = BackwardBuffer if self.attr.has(Flag.WRITE_BACKWARD) else PerfBuffer
+        self.ring = ring(data_pages, writable=vma.write, wakeup_events=wakeup_events,
                                watermark=watermark)
 
     def unmapped(self) -> None:
@@ -215,9 +218,7 @@ class PerfEvent:
         elif cmd == PERF_EVENT_IOC_SET_OUTPUT:
             self.set_output(output)
         elif cmd == PERF_EVENT_IOC_PAUSE_OUTPUT:
-            if self.ring is None or not self.ring.size:
-                raise TracefsError(errno.EINVAL, "no ring to pause")
-            self.paused = bool(arg)
+            self.pause_output(bool(arg))
         elif cmd == PERF_EVENT_IOC_MODIFY_ATTRIBUTES:
             raise TracefsError(errno.EOPNOTSUPP, "only breakpoints can be modified")
         elif cmd in (PERF_EVENT_IOC_SET_FILTER, PERF_EVENT_IOC_SET_BPF, PERF_EVENT_IOC_QUERY_BPF,
@@ -226,6 +227,16 @@ class PerfEvent:
         else:
             raise TracefsError(errno.ENOTTY, f"unknown perf ioctl {cmd:#x}")
         return 0, None
+
+    def pause_output(self, pause: bool) -> None:
+        """``PERF_EVENT_IOC_PAUSE_OUTPUT`` (``rb_toggle_paused``): of the ring
+        the event writes into, its own or the one ``SET_OUTPUT`` chose."""
+        sink = self.output or self
+        if sink.ring is None:
+            self.owner.find_mapping(sink.owner_tgid, sink.path)
+        if sink.ring is None or not sink.ring.size:
+            raise TracefsError(errno.EINVAL, "no ring to pause")
+        sink.ring.paused = pause
 
     def set_output(self, output: PerfEvent | None | int) -> None:
         """``perf_event_set_output``."""
@@ -238,6 +249,8 @@ class PerfEvent:
                 raise TracefsError(errno.EINVAL, "SET_OUTPUT across CPUs or clocks")
             if output.cpu == -1 and output.target != self.target:
                 raise TracefsError(errno.EINVAL, "SET_OUTPUT across tasks")
+            if output.attr.has(Flag.WRITE_BACKWARD) != self.attr.has(Flag.WRITE_BACKWARD):
+                raise TracefsError(errno.EINVAL, "SET_OUTPUT across ring directions")
         if self.ring is not None:
             raise TracefsError(errno.EINVAL, "a mapped event keeps its ring")
         self.output = output
@@ -255,8 +268,15 @@ class PerfFile(OpenFile):
         return read(self.perf.attr.read_format, [self.perf.counts()], size)
 
     def poll(self) -> int:
+        """``perf_poll``: without a ring, POLLHUP; else the ring's wakeup,
+        taken (``atomic_xchg(&rb->poll, 0)``): POLLIN once per wakeup."""
         sink = self.perf.output or self.perf
-        return POLLIN | POLLRDNORM if sink.wakeup else 0
+        if sink.ring is None:
+            self.perf.owner.find_mapping(sink.owner_tgid, sink.path)
+        if sink.ring is None:
+            return POLLHUP
+        woke, sink.wakeup = sink.wakeup, False
+        return POLLIN | POLLRDNORM if woke else 0
 
     def release(self) -> None:
         self.perf.owner.close(self.perf)  # idempotent: at the last flush, then at release

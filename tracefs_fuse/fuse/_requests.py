@@ -309,11 +309,17 @@ class RequestHandler:
             return
         self._reply_after_publish(req.reply_ioctl, result)
 
+    def publish_fast_path(self) -> None:
+        """The fast path's table says what the engine now would (before any
+        reply, and after an engine change outside a request: a perf event
+        opened while ftrace records the event must take its writes from then on)."""
+        self.native.publish(wake=bool(self._waiters or self.ops.poll_handles))
+
     def _reply_after_publish(self, reply: Callable[[int], None], value: int) -> None:
         """Reply once what the request changed is visible in clients' mappings,
         as in the kernel (pages are stored by a worker thread; see _pagepush),
         and once the fast path's table says what the engine now would."""
-        self.native.publish(wake=bool(self._waiters or self.ops.poll_handles))
+        self.publish_fast_path()
         stored = self.changed()
         if stored is None:
             reply(value)
