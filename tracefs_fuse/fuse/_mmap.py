@@ -200,7 +200,7 @@ class MappingTracker:
         self._check_all(None)
 
     def _look(self, tgid: Tgid) -> None:
-        """Read one process's maps: tell the engine what changed in its mappings of our files."""
+        """Look one process's mappings up: tell the engine what changed in those of our files."""
         proc = self._procs.get(tgid)
         if proc is not None and not self._same_image(proc):
             self._forget(proc)  # exec'd (or exited): that image's mappings are closed
