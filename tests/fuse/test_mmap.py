@@ -19,7 +19,8 @@ import trio
 from tracefs_fuse.engine._errors import TracefsError
 from tracefs_fuse.engine._memory import Tgid
 from tracefs_fuse.engine._tree import Vma
-from tracefs_fuse.fuse._mmap import MappingTracker, parse_maps
+from tracefs_fuse.fuse._mmap import MappingTracker
+from tracefs_fuse.fuse._procmaps import parse_maps
 
 from ..process.test_memory import Client
 

@@ -14,16 +14,19 @@ reads with lock owner 0), and every mapping is listed in its process's
   that maps nothing) the known mappings are checked again.
 
 Rules:
-  * ``/proc/<pid>/maps`` is bytes: a mapped file's name is in no encoding.
   * Reading a whole maps file costs O(mappings): with 60,000 mappings, 44.7
     ms of daemon CPU per GET_READER when every one read them (0.4 ms with 2;
     ``python -m bench.maps_cost``), 0.31–0.35 ms now, the same as with none.
-    Maps are read only to discover mappings: a process's
-    known mappings are checked one by one with ``PROCMAP_QUERY`` (Linux
-    6.11+, O(log n) per mapping) on a maps descriptor kept from the read
-    that found them, so the answer is about exactly that image (after
-    exec or exit the descriptor's mm is gone: ESRCH). Without
-    ``PROCMAP_QUERY`` (older kernels) every check is a whole read.
+    A process's known mappings are checked one by one with ``PROCMAP_QUERY``
+    (Linux 6.11+, O(log n) per mapping) on a maps descriptor kept from the
+    look-up that found them, so the answer is about exactly that image
+    (after exec or exit the descriptor's mm is gone: ESRCH). Mappings are
+    discovered by ``PROCMAP_QUERY`` too, over the file-backed vmas only
+    (``_procmaps.query_maps``; issue 19, item 3: a caller with 64,000
+    anonymous mappings and none of ours cost 36–54 ms per GET_READER).
+    Without ``PROCMAP_QUERY`` (older kernels) every check and every
+    discovery is a whole read (``_procmaps.parse_maps``), with the same
+    answers.
   * A mapping is the (start, :class:`Vma`) pair: a start address is reused
     after ``munmap()``.
 
@@ -46,11 +49,9 @@ Caveats:
 from __future__ import annotations
 
 import errno
-import fcntl
 import logging
 import os
 import select
-import struct
 from typing import Callable
 
 import msgspec
@@ -62,6 +63,7 @@ from ..engine._tree import Vma
 from ..process._budget import BudgetExhausted, FdBudget
 from ..process._proc_events import ExitWatcher
 from ._inodes import InodeTable, Path
+from ._procmaps import device_numbers, parse_maps, procmap_query, query_maps, read_all, vma_of
 
 log = logging.getLogger(__name__)
 
@@ -69,61 +71,16 @@ _PAGE_SIZE = 4096
 #: Descriptors a mapping process costs: its maps and the exit watcher's pidfd.
 _MAPPER_FDS = 2
 
-#: include/uapi/linux/fs.h (6.11+)::
-#:
-#:     struct procmap_query {
-#:         __u64 size;
-#:         __u64 query_flags;      /* in */
-#:         __u64 query_addr;       /* in */
-#:         __u64 vma_start;        /* out */
-#:         __u64 vma_end;          /* out */
-#:         __u64 vma_flags;        /* out */
-#:         __u64 vma_page_size;    /* out */
-#:         __u64 vma_offset;       /* out */
-#:         __u64 inode;            /* out */
-#:         __u32 dev_major;        /* out */
-#:         __u32 dev_minor;        /* out */
-#:         __u32 vma_name_size;    /* in/out */
-#:         __u32 build_id_size;    /* in/out */
-#:         __u64 vma_name_addr;    /* in */
-#:         __u64 build_id_addr;    /* in */
-#:     };
-PROCMAP_QUERY_STRUCT = struct.Struct("=9Q4I2Q")
-#: _IOWR(PROCFS_IOCTL_MAGIC 'f', 17, struct procmap_query)
-PROCMAP_QUERY = (3 << 30) | (PROCMAP_QUERY_STRUCT.size << 16) | (ord("f") << 8) | 17
-#: enum procmap_query_flags: the vma's permissions in ``vma_flags``.
-PROCMAP_QUERY_VMA_WRITABLE = 0x02
-PROCMAP_QUERY_VMA_EXECUTABLE = 0x04
-PROCMAP_QUERY_VMA_SHARED = 0x08
-
-
-def parse_maps(text: bytes, device: str) -> dict[int, tuple[int, Vma]]:
-    """Mappings of files on ``device``: vma start -> (inode, vma).
-
-    ``text`` is a ``/proc/<pid>/maps`` as read: bytes (``show_map_vma``
-    prints the path raw, escaping only newlines).
-    """
-    dev = device.encode()
-    found: dict[int, tuple[int, Vma]] = {}
-    for line in text.splitlines():
-        fields = line.split(None, 5)
-        if len(fields) < 5 or fields[3] != dev:
-            continue
-        start, end = (int(n, 16) for n in fields[0].split(b"-"))
-        perms = fields[1]
-        found[start] = (int(fields[4]), Vma(
-            pgoff=int(fields[2], 16) // _PAGE_SIZE, nr_pages=(end - start) // _PAGE_SIZE,
-            write=perms[1:2] == b"w", execute=perms[2:3] == b"x", shared=perms[3:4] == b"s"))
-    return found
-
 
 class MappingStatistics(msgspec.Struct, frozen=True, kw_only=True):
     #: Processes with mappings the engine was told about (or refused).
     processes: int
     #: Mappings the engine accepted and still counts.
     mappings: int
-    #: Whole ``/proc/<pid>/maps`` reads, and single-mapping checks.
+    #: Whole ``/proc/<pid>/maps`` reads and the bytes they read, and
+    #: ``PROCMAP_QUERY`` calls (each examines one vma the kernel chose).
     full_reads: int
+    maps_bytes: int
     queries: int
 
 
@@ -166,13 +123,14 @@ class MappingTracker:
         self._exits = ExitWatcher()
         self._query_supported = True
         self._full_reads = 0
+        self._maps_bytes = 0
         self._queries = 0
 
     def statistics(self) -> MappingStatistics:
         return MappingStatistics(
             processes=len(self._procs),
             mappings=sum(len(p.accepted) for p in self._procs.values()),
-            full_reads=self._full_reads, queries=self._queries)
+            full_reads=self._full_reads, maps_bytes=self._maps_bytes, queries=self._queries)
 
     # -- what the adapter asks ----------------------------------------------------------
 
@@ -232,7 +190,7 @@ class MappingTracker:
         path = self.inodes.path(inode)
         if proc is not None and path is not None and self._confirmed(tgid, path):
             return True
-        fd, current = self._read(tgid)
+        fd, current = self._find(tgid)
         if fd >= 0:
             os.close(fd)
         return any(ino == inode for ino, _ in current.values())
@@ -242,12 +200,12 @@ class MappingTracker:
         self._check_all(None)
 
     def _look(self, tgid: Tgid) -> None:
-        """Read one process's maps: tell the engine what changed in its mappings of our files."""
+        """Look one process's mappings up: tell the engine what changed in those of our files."""
         proc = self._procs.get(tgid)
         if proc is not None and not self._same_image(proc):
             self._forget(proc)  # exec'd (or exited): that image's mappings are closed
             proc = None
-        fd, current = self._read(tgid)
+        fd, current = self._find(tgid)
         if proc is None:
             proc = self._track(tgid, fd) if current else None
             if proc is None:
@@ -321,46 +279,61 @@ class MappingTracker:
         reading the maps again, through the descriptor of that image."""
         if self._query_supported:
             self._queries += 1
-            found = _procmap_query(proc.maps_fd, start)
+            found = procmap_query(proc.maps_fd, start)
             if isinstance(found, tuple):
                 (_, _, _, vma_start, vma_end, flags, _, offset, ino, major, minor,
                  _, _, _, _) = found
-                if vma_start != start or f"{major:02x}:{minor:02x}" != self.device:
+                if vma_start != start or (major, minor) != device_numbers(self.device):
                     return None
-                return ino, Vma(pgoff=offset // _PAGE_SIZE,
-                                nr_pages=(vma_end - vma_start) // _PAGE_SIZE,
-                                write=bool(flags & PROCMAP_QUERY_VMA_WRITABLE),
-                                execute=bool(flags & PROCMAP_QUERY_VMA_EXECUTABLE),
-                                shared=bool(flags & PROCMAP_QUERY_VMA_SHARED))
+                return ino, vma_of(vma_start, vma_end, flags, offset)
             if found is not None:
                 return None  # ENOENT: no vma there; ESRCH: the image is gone
             self._query_supported = False
-        self._full_reads += 1
-        return parse_maps(_read_all(proc.maps_fd), self.device).get(start)
+        return self._parse(proc.maps_fd).get(start)
 
     def _same_image(self, proc: _Process) -> bool:
         """Is ``proc``'s maps descriptor still about a live image (no exec, no exit)?"""
         if self._query_supported:
-            found = _procmap_query(proc.maps_fd, 0)
+            found = procmap_query(proc.maps_fd, 0)
             if found is not None:
                 return found != errno.ESRCH
             self._query_supported = False
-        return bool(_read_all(proc.maps_fd))
+        return bool(self._text(proc.maps_fd))
 
     # -- bookkeeping --------------------------------------------------------------------
 
-    def _read(self, tgid: Tgid) -> tuple[int, dict[int, tuple[int, Vma]]]:
+    def _find(self, tgid: Tgid) -> tuple[int, dict[int, tuple[int, Vma]]]:
         """A fresh maps descriptor of ``tgid`` and our mappings in it ((-1, {}) if gone)."""
-        self._full_reads += 1
         try:
             fd = os.open(f"/proc/{tgid}/maps", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return -1, {}
         try:
-            return fd, parse_maps(_read_all(fd), self.device)
+            return fd, self._ours(fd)
         except OSError:
             os.close(fd)
             return -1, {}
+
+    def _ours(self, maps_fd: int) -> dict[int, tuple[int, Vma]]:
+        """Our mappings in ``maps_fd``'s image: asked of the kernel for the
+        file-backed vmas only, or (before 6.11) a whole read."""
+        if self._query_supported:
+            answer = query_maps(maps_fd, self.device)
+            if answer is not None:
+                found, queries = answer
+                self._queries += queries
+                return found
+            self._query_supported = False
+        return self._parse(maps_fd)
+
+    def _parse(self, maps_fd: int) -> dict[int, tuple[int, Vma]]:
+        return parse_maps(self._text(maps_fd), self.device)
+
+    def _text(self, maps_fd: int) -> bytes:
+        self._full_reads += 1
+        text = read_all(maps_fd)
+        self._maps_bytes += len(text)
+        return text
 
     def _track(self, tgid: Tgid, maps_fd: int) -> _Process | None:
         """Start following a process whose ``maps_fd`` shows mappings of ours
@@ -432,28 +405,6 @@ class MappingTracker:
         del self._procs[proc.tgid]
         self.budget.give(proc.owner, _MAPPER_FDS)
 
-
-def _read_all(fd: int) -> bytes:
-    """A whole seq_file, from its start (empty once its mm is gone)."""
-    os.lseek(fd, 0, os.SEEK_SET)
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _procmap_query(fd: int, addr: int) -> tuple[int, ...] | int | None:
-    """``ioctl(PROCMAP_QUERY)`` for the vma covering ``addr``: the struct's
-    fields, or the errno (ENOENT: no vma; ESRCH: the mm is gone), or None if
-    the kernel has no such ioctl (before 6.11)."""
-    buf = bytearray(PROCMAP_QUERY_STRUCT.size)
-    PROCMAP_QUERY_STRUCT.pack_into(buf, 0, PROCMAP_QUERY_STRUCT.size, *(0,) * 14)
-    struct.pack_into("=Q", buf, 16, addr)  # query_addr
-    try:
-        fcntl.ioctl(fd, PROCMAP_QUERY, buf)
-    except OSError as exc:
-        return None if exc.errno in (errno.ENOTTY, errno.EINVAL) else exc.errno
-    return PROCMAP_QUERY_STRUCT.unpack(buf)
 
 
 def _exited(pidfd: int) -> bool:
