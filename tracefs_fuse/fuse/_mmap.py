@@ -55,6 +55,7 @@ import select
 from typing import Callable
 
 import msgspec
+import trio
 
 from ..engine._errors import TracefsError
 from ..engine._memory import Tgid
@@ -70,6 +71,9 @@ log = logging.getLogger(__name__)
 _PAGE_SIZE = 4096
 #: Descriptors a mapping process costs: its maps and the exit watcher's pidfd.
 _MAPPER_FDS = 2
+#: Look-ups of one process's maps on worker threads at once (the rest queue
+#: in that process's lane, nobody else's).
+LOOKUPS_IN_FLIGHT = 2
 
 
 class MappingStatistics(msgspec.Struct, frozen=True, kw_only=True):
@@ -122,6 +126,8 @@ class MappingTracker:
         self._procs: dict[Tgid, _Process] = {}
         self._exits = ExitWatcher()
         self._query_supported = True
+        #: Per process, the look-ups it may have on worker threads at once.
+        self._lanes: dict[Tgid, trio.CapacityLimiter] = {}
         self._full_reads = 0
         self._maps_bytes = 0
         self._queries = 0
@@ -175,6 +181,31 @@ class MappingTracker:
         if proc is None or not proc.of(path):
             self._check_all(path)
 
+    def confirmed(self, pid: int, path: Path) -> bool:
+        """Does the caller map ``path``, as far as we know and still (no look-up)?"""
+        return bool(self._confirmed(self.tgid_of(pid), path))
+
+    async def refresh_in_lane(self, pid: int, path: Path) -> None:
+        """:meth:`refresh`, with the caller's maps looked up on a worker
+        thread of its own (issue 19 item 3): a process with tens of
+        thousands of vmas costs its own ``GET_READER`` the kernel's walk over
+        them, never another client's request. At most :data:`LOOKUPS_IN_FLIGHT`
+        look-ups of one process run at once; the rest wait their turn there.
+        """
+        tgid = self.tgid_of(pid)
+        if self._confirmed(tgid, path):
+            return
+        lane = self._lanes.setdefault(tgid, trio.CapacityLimiter(LOOKUPS_IN_FLIGHT))
+        try:
+            found = await trio.to_thread.run_sync(self._find, tgid, limiter=lane)
+        finally:
+            if not lane.borrowed_tokens and not lane.statistics().tasks_waiting:
+                self._lanes.pop(tgid, None)
+        self._look(tgid, found)
+        proc = self._procs.get(tgid)
+        if proc is None or not proc.of(path):
+            self._check_all(path)
+
     def writable_start(self, tgid: Tgid, path: Path) -> int | None:
         """Where ``tgid``'s known writable mapping of ``path`` starts (a perf
         ring's reader page, where it writes ``data_tail``), or None."""
@@ -199,13 +230,16 @@ class MappingTracker:
         """Check every known mapping again (before a resize: EBUSY only while mapped)."""
         self._check_all(None)
 
-    def _look(self, tgid: Tgid) -> None:
-        """Look one process's mappings up: tell the engine what changed in those of our files."""
+    def _look(self, tgid: Tgid,
+              found: tuple[int, dict[int, tuple[int, Vma]]] | None = None) -> None:
+        """Look one process's mappings up (or take ``found``, :meth:`_find`'s
+        answer from a worker thread): tell the engine what changed in those
+        of our files."""
         proc = self._procs.get(tgid)
         if proc is not None and not self._same_image(proc):
             self._forget(proc)  # exec'd (or exited): that image's mappings are closed
             proc = None
-        fd, current = self._find(tgid)
+        fd, current = self._find(tgid) if found is None else found
         if proc is None:
             proc = self._track(tgid, fd) if current else None
             if proc is None:

@@ -46,6 +46,7 @@ from ..engine._uapi import DIAG_IOCSREG
 from ..engine._user_events_files import UserEventsDataFile
 from ._errno import errno_of, request_name
 from ._fast_path import NativeWrites
+from ._inodes import Path
 from ._mmap import MappingTracker
 from ._operations import TracefsOperations
 from ._session import Request, request_limits
@@ -252,7 +253,29 @@ class RequestHandler:
             if file.kind is FileKind.MAPPABLE_PIPE:
                 # GET_READER needs the buffer mapped, by anyone: are the
                 # mappings we know of still there, has the caller a new one?
-                self.mappings.refresh(req.pid, self.ops.files.path(fh))
+                # Its maps are looked up in its own lane (only it waits).
+                path = self.ops.files.path(fh)
+                if not self.mappings.confirmed(req.pid, path):
+                    self.nursery.start_soon(self._ioctl_after_look_up, req, fh, path, cmd, arg)
+                    return
+        except Exception as exc:
+            self._reply_after_publish(req.reply_err, self._refused(exc, "ioctl", req, fh, cmd))
+            return
+        self._ioctl(req, fh, cmd, arg)
+
+    async def _ioctl_after_look_up(self, req: Request, fh: int, path: Path, cmd: int,
+                                   arg: int) -> None:
+        try:
+            await self.mappings.refresh_in_lane(req.pid, path)
+        except Exception as exc:
+            self._reply_after_publish(req.reply_err, self._refused(exc, "ioctl", req, fh, cmd))
+            return
+        self._ioctl(req, fh, cmd, arg)
+
+    def _ioctl(self, req: Request, fh: int, cmd: int, arg: int) -> None:
+        """The ioctl, once a mappable file's mappings are known."""
+        try:
+            file = self.ops.files.get(fh)
             # Only user_events_data ioctls may write into the caller's memory:
             # only they follow it (an open() of any file sends TCGETS here too).
             if isinstance(file, UserEventsDataFile):
