@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Callable
 
 import pytest
+import trio
 
 from tracefs_fuse.engine._memory import Tgid
+from tracefs_fuse.engine._tree import Vma
 from tracefs_fuse.fuse._mmap import MappingTracker
 from tracefs_fuse.fuse._procmaps import parse_maps, query_maps, read_all
 
@@ -198,3 +201,36 @@ def test_finding_a_mapping_among_20000_examines_only_file_backed_vmas(case: Case
     finally:
         asked.close()
         read.close()
+
+
+async def test_a_look_up_in_a_lane_leaves_the_trio_thread_free(case: Case) -> None:
+    """Issue 19, item 3: GET_READER's look-up runs on a worker thread of the
+    caller's lane, so while one is held up (here: stopped inside ``_find``)
+    the trio thread keeps serving; what it found is applied on return."""
+    case.run(["many 2000", "map {file}"])
+    tracker, engine = case.tracker()
+    entered = threading.Event()
+    release = threading.Event()
+    threads: list[int] = []
+    find = tracker._find
+
+    def held_find(tgid: Tgid) -> tuple[int, dict[int, tuple[int, Vma]]]:
+        threads.append(threading.get_ident())
+        entered.set()
+        assert release.wait(30)
+        return find(tgid)
+
+    tracker._find = held_find  # type: ignore[method-assign]
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(tracker.refresh_in_lane, case.client.pid, PATH)
+            await trio.to_thread.run_sync(entered.wait, 30)
+            # The trio thread is free meanwhile: this runs, and nothing was told yet.
+            await trio.sleep(0)
+            assert engine.mapped == 0
+            release.set()
+        assert engine.mapped == 1
+        assert threads and threading.get_ident() not in threads
+        assert not tracker._lanes  # an idle lane is dropped
+    finally:
+        tracker.close()
