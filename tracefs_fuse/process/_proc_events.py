@@ -43,6 +43,9 @@ Caveats:
   * Needs CAP_NET_ADMIN (to join the multicast group) and the initial user,
     pid and network namespaces (the connector's kernel socket lives in
     ``init_net``); otherwise the subscription is refused or never acked.
+    The user and pid namespaces are read first (their fixed initial inode
+    numbers), so the usual case, a rootless ``run``, is refused at once
+    rather than after the ack timeout, which stays as the backstop.
   * Events are hints about *numbers*: by the time one is handled, the pid may
     name a process that exec'd again or a successor. Decide with
     :meth:`~tracefs_fuse.process._memory.VmProcessMemory.is_current`, which
@@ -178,17 +181,51 @@ class WatcherStatistics(msgspec.Struct, frozen=True, kw_only=True):
     exits: int
 
 
+#: include/linux/proc_ns.h: the initial namespaces' fixed inode numbers, which
+#: ``/proc/self/ns/<kind>`` shows (every other namespace gets a number from
+#: proc_alloc_inum, below these).
+PROC_USER_INIT_INO = 0xEFFFFFFD
+PROC_PID_INIT_INO = 0xEFFFFFFC
+
+
+def outside_initial_namespaces(user_ns_ino: int, pid_ns_ino: int) -> str | None:
+    """Why ``cn_proc_mcast_ctl`` ignores our LISTEN, read from our namespaces.
+
+    The kernel drops a request from a task whose user namespace is not
+    ``init_user_ns`` or whose active pid namespace is not ``init_pid_ns``,
+    without an ack; so waiting for one only costs the timeout.
+    """
+    if user_ns_ino != PROC_USER_INIT_INO:
+        return "outside the initial user namespace"
+    if pid_ns_ino != PROC_PID_INIT_INO:
+        return "outside the initial pid namespace"
+    return None
+
+
+def _namespaces_refused() -> str | None:
+    try:
+        user = os.stat("/proc/self/ns/user").st_ino
+        pid = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None  # no procfs or no namespaces: the ack decides
+    return outside_initial_namespaces(user, pid)
+
+
 def _subscribe(rcvbuf: int, ack_timeout_s: float, early: deque[ProcEvent]) -> socket.socket:
     """A connector socket that has joined CN_IDX_PROC and been acked.
 
     Messages that arrive before the ack are real events; they go to ``early``.
 
     Raises:
-        PermissionError: (EPERM) no CAP_NET_ADMIN.
-        TimeoutError: (ETIMEDOUT) no ack: not in the initial user/pid namespace,
-            or no process connector in this kernel.
+        PermissionError: (EPERM) no CAP_NET_ADMIN, or outside the initial user
+            or pid namespace where that can be read (the kernel would never ack).
+        TimeoutError: (ETIMEDOUT) no ack: outside the initial namespaces in a
+            way not read beforehand, or no process connector in this kernel.
         OSError: the kernel's ack carried an error.
     """
+    refused = _namespaces_refused()
+    if refused is not None:
+        raise PermissionError(errno.EPERM, f"the process connector ignores listeners {refused}")
     sock = socket.socket(socket.AF_NETLINK,
                          socket.SOCK_DGRAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC,
                          NETLINK_CONNECTOR)
