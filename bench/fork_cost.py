@@ -1,4 +1,4 @@
-"""``python -m bench.fork_cost``: what other processes' forks and our sleeping clients cost (issue 19, item 10).
+"""``python -m bench.fork_cost``: what others' forks and our sleeping clients cost (issue 19 item 10).
 
 * Storm: one client holds an enabler (``client hold``), and processes that
   are none of ours fork children that exit at once (``client storm``, two

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Literal
@@ -70,7 +71,7 @@ from ..engine._errors import TracefsError
 from ..engine._memory import Tgid
 from ..engine._user_events import UserEventRegistry
 from ._budget import BudgetExhausted
-from ._memory import PF_FORKNOEXEC, ClientMemory, Image, SharesMm, StatFacts, read_stat
+from ._memory import PF_EXITING, PF_FORKNOEXEC, ClientMemory, Image, SharesMm, StatFacts, read_stat
 from ._proc_events import (
     EventsLost,
     ExecEvent,
@@ -79,6 +80,7 @@ from ._proc_events import (
     ProcConnector,
     ProcEvent,
 )
+from ._proc_filter import encode, program
 from ._proc_scan import ProcScan
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,10 @@ class TrackerStatistics(msgspec.Struct, frozen=True, kw_only=True):
     execs: int
     exits: int
     scans: int
+    #: Connector events handled (what the kernel's filter let through).
+    events: int
+    #: Connector filters attached (each a change of the processes followed).
+    filters: int
 
 
 class ProcessTracker:
@@ -137,6 +143,13 @@ class ProcessTracker:
         self._holding = trio.Event()
         self._draining = False
         self._adopted = self._execs = self._exits = 0
+        self._events = self._filters = 0
+        #: The pids the connector's filter passes forks of, and execs of.
+        self._parents: frozenset[int] = frozenset()
+        self._execers: frozenset[int] = frozenset()
+        #: Processes followed since the last filter: they ran while it hid
+        #: their own forks and execs.
+        self._hidden: set[int] = set()
         self.source, self.reason = self._choose(source)
 
     # -- the source ---------------------------------------------------------------------
@@ -165,7 +178,8 @@ class ProcessTracker:
     def statistics(self) -> TrackerStatistics:
         return TrackerStatistics(source=self.source, images=len(self.memory.images()),
                                  adopted=self._adopted, execs=self._execs,
-                                 exits=self._exits, scans=self._scan.scans)
+                                 exits=self._exits, scans=self._scan.scans,
+                                 events=self._events, filters=self._filters)
 
     # -- the moments user_events acts ---------------------------------------------------
 
@@ -196,6 +210,8 @@ class ProcessTracker:
             else:
                 self.exits.watch(tgid, image.pidfd.fd)
                 self._subscribe()
+                # Before its registration: every fork after it reaches us.
+                self._refilter()
                 self._holding.set()
         self.memory.serve(tgid, tid)
 
@@ -308,6 +324,7 @@ class ProcessTracker:
         if self._connector is not None and not self.registry.mms:
             self._connector.close()
             self._connector = None
+            self._parents = self._execers = frozenset()
 
     def _drain(self) -> None:
         assert self._connector is not None
@@ -321,6 +338,7 @@ class ProcessTracker:
 
     def process_events(self, events: Sequence[ProcEvent]) -> None:
         """Apply process connector events, in order."""
+        self._events += len(events)
         for event in events:
             if isinstance(event, ForkEvent):
                 if event.is_thread:
@@ -335,23 +353,92 @@ class ProcessTracker:
                     self._gone(event.tgid, catch_up=False)
             elif isinstance(event, EventsLost):
                 self._look_everywhere()
+        self._refilter()
 
-    def _look_everywhere(self) -> None:
-        """After lost connector events: every new process, every image."""
-        new = self._scan.new_processes()
-        stats = {facts.pid: facts for facts in new}
-        for facts in new:
-            if facts.pid not in self.registry.mms:
-                origin = self._origin_by_chain(facts, stats)
-                if origin is not None:
-                    self._adopt(facts.pid, origin)
-        self.check_images(catch_up=False)
+    def _refilter(self) -> None:
+        """Let the kernel pass only our followed processes' forks and execs.
+
+        A process followed from an event (a child adopted, or lost) ran
+        before the filter named it: its forks and its exec in between were
+        dropped. So after the new filter is in place, those are looked for
+        directly, and what that finds is followed and filtered for in turn.
+        """
+        while self._connector is not None:
+            images = {image.tgid for image in self.memory.images()}
+            parents = frozenset(images | self._lost.keys())
+            execers = frozenset(images)
+            if (parents, execers) != (self._parents, self._execers):
+                try:
+                    self._connector.set_filter(encode(program(parents, execers)))
+                except OSError as exc:
+                    log.warning("process connector filter refused (%s): taking every fork", exc)
+                    self._connector.set_filter(encode(program(None, None)))
+                self._parents, self._execers = parents, execers
+                self._filters += 1
+            hidden, self._hidden = self._hidden, set()
+            if not hidden:
+                return
+            self._find_hidden(hidden)
+
+    def _find_hidden(self, hidden: set[int]) -> None:
+        """What processes followed late did while the filter hid them.
+
+        Their children are listed in ``/proc/<pid>/task/<tid>/children``
+        (every one was forked after its parent, itself forked after its
+        origin registered: each is a candidate copy); then an image that
+        exec'd or exited meanwhile is let go, as its EXEC would have. A
+        process that exited (or is exiting: ``PF_EXITING``) has had its
+        children reparented away, to an ancestor (a subreaper) or init:
+        those are looked for there.
+        """
+        bereaved: set[Tgid] = set()
+        for pid in sorted(hidden):
+            image = self.memory.image(Tgid(pid))
+            origin = image if image is not None else self._lost.get(pid)
+            if origin is None or origin.tgid not in self.registry.mms:
+                continue
+            for child in _children(pid, self._proc):
+                if Tgid(child) not in self.registry.mms and child not in self._lost:
+                    self._adopt(child, origin)
+            facts = read_stat(pid, self._proc)
+            if facts is None or facts.flags & PF_EXITING:
+                bereaved.add(origin.tgid)
+            if image is not None and not image.alive():
+                self._gone(image.tgid, catch_up=False)
+        for origin in sorted(bereaved):
+            self._look_for_orphans(origin)
+
+    def _look_for_orphans(self, origin: Tgid) -> None:
+        """Copies of ``origin``'s image among the children of its ancestors
+        and of init, whose parent is of another image: reparented orphans.
+
+        Only there: reading a process's ``stat`` waits while it execs
+        (``exec_update_lock``), so strangers are not read at all.
+        """
+        reapers = [*_ancestors(origin, self._proc), 1]
+        holders = {image.identity.layout for image in self._holders()
+                   if image.identity is not None}
+        stats: dict[int, StatFacts] = {}
+        for reaper in reapers:
+            parent = read_stat(reaper, self._proc)
+            for pid in _children(reaper, self._proc):
+                if Tgid(pid) in self.registry.mms or pid in self._lost:
+                    continue
+                facts = read_stat(pid, self._proc)
+                if (facts is not None and facts.layout in holders
+                        and (parent is None or parent.layout != facts.layout)):
+                    stats[pid] = facts
+        for facts in stats.values():
+            found = self._origin_by_chain(facts, stats)
+            if found is not None:
+                self._adopt(facts.pid, found)
 
     # -- adoption, exec and exit --------------------------------------------------------------
 
     def _adopt(self, pid: int, origin: Image) -> None:
         """``user_event_mm_dup`` for a child found late, if it is a fork copy of ``origin``."""
         child = Tgid(pid)
+        self._hidden.add(pid)
         try:
             image = self.memory.pin_copy(child, origin)
         except SharesMm as exc:
@@ -393,6 +480,7 @@ class ProcessTracker:
         self.catch_up()
         for tgid in tgids:
             self._gone(tgid, catch_up=False)
+        self._refilter()
 
     def _gone(self, tgid: Tgid, *, catch_up: bool = True) -> None:
         """``user_event_mm_remove`` at exec or exit: adopt the image's copies
@@ -485,3 +573,37 @@ class ProcessTracker:
             self._connector = None
         self.exits.close()
         self._scan.close()
+
+
+def _children(pid: int, proc: str) -> list[int]:
+    """The children of every thread of ``pid`` (CONFIG_PROC_CHILDREN; none
+    if it is gone, or the kernel does not list them)."""
+    children: list[int] = []
+    try:
+        tids = os.listdir(f"{proc}/{pid}/task")
+    except OSError:
+        return children
+    for tid in tids:
+        try:
+            with open(f"{proc}/{pid}/task/{tid}/children", "rb") as f:
+                children += map(int, f.read().split())
+        except OSError:
+            continue  # a thread that ended
+    return children
+
+
+def _ancestors(pid: int, proc: str) -> list[int]:
+    """``pid``'s parent, its parent, ... below init, from ``status`` (which,
+    unlike ``stat``, never waits for an exec)."""
+    chain: list[int] = []
+    for _ in range(_CHAIN_MAX):
+        try:
+            with open(f"{proc}/{pid}/status", "rb") as f:
+                ppid = next(int(line.split()[1]) for line in f if line.startswith(b"PPid:"))
+        except (OSError, StopIteration, ValueError):
+            break
+        if ppid <= 1:
+            break
+        chain.append(ppid)
+        pid = ppid
+    return chain
