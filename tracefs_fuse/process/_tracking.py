@@ -43,9 +43,10 @@ Rules:
 
 Caveats (measured and tested in tests/fuse/test_tracking.py; see
 docs/emulation.md):
-  * procfs: an exec is noticed at the latest ``LIVENESS_PERIOD_S`` later (the
-    kernel, too, drops references asynchronously), or at once by the
-    process's own next ioctl.
+  * procfs: an exec is noticed at the latest ``LIVENESS_MAX_S`` later
+    (``LIVENESS_PERIOD_S`` for a process that asked us anything in the
+    last tenth of a second; the kernel, too, drops references
+    asynchronously), or at once by the process's own next ioctl.
   * procfs: a child whose parent exited before the child was found (a
     double fork done between two of those moments) has lost its lineage: it
     inherits from an exiting holder of its image, else from the only live
@@ -58,8 +59,10 @@ docs/emulation.md):
 from __future__ import annotations
 
 import errno
+import heapq
 import logging
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Literal
@@ -86,8 +89,10 @@ from ._proc_scan import ProcScan
 log = logging.getLogger(__name__)
 
 SourceName = Literal["auto", "connector", "procfs"]
-#: How often every pinned image is checked for an exec without the connector.
+#: Without the connector, how soon a newly pinned (or active) image is
+#: looked at for an exec, and the longest wait between looks at a quiet one.
 LIVENESS_PERIOD_S = 0.1
+LIVENESS_MAX_S = 1.6
 #: Enabler references dropped per step of a detached image's teardown.
 RELEASE_BUDGET = 2048
 #: Children we could not pin (exec'd, sharing the mm, gone) whose own
@@ -150,6 +155,9 @@ class ProcessTracker:
         #: Processes followed since the last filter: they ran while it hid
         #: their own forks and execs.
         self._hidden: set[int] = set()
+        #: procfs: when each image is looked at next, and the wait after that.
+        self._looks: list[tuple[float, Tgid]] = []
+        self._due: dict[Tgid, tuple[float, float]] = {}
         self.source, self.reason = self._choose(source)
 
     # -- the source ---------------------------------------------------------------------
@@ -198,6 +206,8 @@ class ProcessTracker:
         if image is not None and not image.alive():
             self._gone(tgid)  # it exec'd: the caller runs a new image
             image = None
+        if image is not None:
+            self._look_soon(tgid)  # it acts: it may exec soon too
         if image is None:
             try:
                 image = self._pin_caller(tgid, tid, owner)
@@ -209,6 +219,7 @@ class ProcessTracker:
                 log.debug("cannot follow %d (thread %d): %s", tgid, tid, exc)
             else:
                 self.exits.watch(tgid, image.pidfd.fd)
+                self._look_soon(tgid)
                 self._subscribe()
                 # Before its registration: every fork after it reaches us.
                 self._refilter()
@@ -315,6 +326,8 @@ class ProcessTracker:
                 log.warning("process connector lost (%s): following processes through /proc",
                             exc)
                 self.source, self.reason = "procfs", f"connector lost: {exc}"
+                for image in self.memory.images():
+                    self._look_soon(image.tgid)
                 return
             self._connector_ready.set()
 
@@ -405,8 +418,8 @@ class ProcessTracker:
                 bereaved.add(origin.tgid)
             if image is not None and not image.alive():
                 self._gone(image.tgid, catch_up=False)
-        for origin in sorted(bereaved):
-            self._look_for_orphans(origin)
+        for tgid in sorted(bereaved):
+            self._look_for_orphans(tgid)
 
     def _look_for_orphans(self, origin: Tgid) -> None:
         """Copies of ``origin``'s image among the children of its ancestors
@@ -432,6 +445,18 @@ class ProcessTracker:
             found = self._origin_by_chain(facts, stats)
             if found is not None:
                 self._adopt(facts.pid, found)
+
+    def _look_everywhere(self) -> None:
+        """After lost connector events: every new process, every image."""
+        new = self._scan.new_processes()
+        stats = {facts.pid: facts for facts in new}
+        for facts in new:
+            if facts.pid not in self.registry.mms:
+                origin = self._origin_by_chain(facts, stats)
+                if origin is not None:
+                    self._adopt(facts.pid, origin)
+        self.check_images(catch_up=False)
+
 
     # -- adoption, exec and exit --------------------------------------------------------------
 
@@ -464,6 +489,7 @@ class ProcessTracker:
             self.registry.exit(child)  # a previous holder of the number, gone unseen
         self.registry.fork(origin.tgid, child)
         self.exits.watch(child, image.pidfd.fd)
+        self._look_soon(child)
         self._adopted += 1
         log.debug("fork %d -> %d followed", origin.tgid, pid)
 
@@ -474,6 +500,40 @@ class ProcessTracker:
             self.catch_up()
         for tgid in gone:
             self._gone(tgid, catch_up=False)
+
+    def _look_soon(self, tgid: Tgid) -> None:
+        """procfs: look at ``tgid``'s image for an exec ``LIVENESS_PERIOD_S``
+        from now (unless it already waits no longer)."""
+        if self.source != "procfs":
+            return
+        before = self._due.get(tgid)
+        if before is not None and before[1] == LIVENESS_PERIOD_S:
+            return
+        due = (time.monotonic() + LIVENESS_PERIOD_S, LIVENESS_PERIOD_S)
+        self._due[tgid] = due
+        heapq.heappush(self._looks, (due[0], tgid))
+
+    def check_due_images(self) -> None:
+        """Look at the images whose turn it is; those still running wait
+        twice as long for the next look (up to ``LIVENESS_MAX_S``)."""
+        now = time.monotonic()
+        gone: list[Tgid] = []
+        while self._looks and self._looks[0][0] <= now:
+            at, tgid = heapq.heappop(self._looks)
+            due = self._due.get(tgid)
+            image = self.memory.image(tgid)
+            if due is None or due[0] != at or image is None:
+                continue  # unpinned, or rescheduled since
+            if not image.alive():
+                gone.append(tgid)
+                continue
+            wait = min(2 * due[1], LIVENESS_MAX_S)
+            self._due[tgid] = (now + wait, wait)
+            heapq.heappush(self._looks, (now + wait, tgid))
+        if gone:
+            self.catch_up()
+            for tgid in gone:
+                self._gone(tgid, catch_up=False)
 
     def exited(self, tgids: list[Tgid]) -> None:
         """Thread groups whose pidfds said they exited (one catch up for all)."""
@@ -499,6 +559,7 @@ class ProcessTracker:
         self._release_needed.set()
         self.memory.unpin(tgid)
         self.exits.unwatch(tgid)
+        self._due.pop(tgid, None)
         self._lost.pop(tgid, None)
         self._unsubscribe_if_idle()
 
@@ -555,7 +616,7 @@ class ProcessTracker:
                     self._draining = False
 
     async def watch_images(self) -> None:
-        """procfs: an exec is only seen by looking; look at every image periodically."""
+        """procfs: an exec is only seen by looking; look at images when due."""
         while True:
             if not self.memory.images():
                 self._holding = trio.Event()
@@ -563,7 +624,7 @@ class ProcessTracker:
             await trio.sleep(LIVENESS_PERIOD_S)
             if self.source == "procfs" and self.registry.mms:
                 before = len(self.registry.mms)
-                self.check_images()
+                self.check_due_images()
                 if len(self.registry.mms) != before:
                     self._changed()
 
