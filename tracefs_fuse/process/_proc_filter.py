@@ -11,10 +11,10 @@ What passes (the rest is dropped):
   * ``PROC_EVENT_NONE``: acks (our LISTEN's among them).
   * ``PROC_EVENT_FORK`` of a new process (``child_pid == child_tgid``; a new
     thread reports its process's parent, never its creator) whose
-    ``parent_tgid`` is one of ``parents``.
-  * ``PROC_EVENT_EXEC`` whose ``process_tgid`` is one of ``execs``.
-Either set given as None passes every event of its kind; so does a set
-larger than ``MAX_PIDS`` (a linear chain of compares, bounded in length).
+    ``parent_tgid`` is one of ``pids``.
+  * ``PROC_EVENT_EXEC`` whose ``process_tgid`` is one of ``pids``.
+``pids`` given as None passes every fork and exec; so does a set larger
+than ``MAX_PIDS`` (a binary search of compares, bounded in length).
 
 Why not the 6.6+ event-type filter of ``PROC_CN_MCAST_LISTEN`` (``struct
 proc_input``, drivers/connector/cn_proc.c ``cn_filter``): it selects kinds
@@ -36,15 +36,17 @@ from typing import NamedTuple
 
 from ._proc_events import PROC_EVENT_EXEC, PROC_EVENT_FORK, PROC_EVENT_NONE
 
-#: Pids one compare chain holds before its kind passes whole. A chain costs
-#: one instruction per pid (include/uapi/linux/filter.h BPF_MAXINSNS is
-#: 4096; the program is charged to net.core.optmem_max).
-MAX_PIDS = 1024
+#: Pids the search holds before every fork and exec passes: at most 3,337
+#: instructions (include/uapi/linux/filter.h BPF_MAXINSNS is 4096; the
+#: program is charged to net.core.optmem_max, refused with ENOMEM beyond
+#: it: then too everything passes), and 4 compares per halving a message.
+MAX_PIDS = 2048
 
 # include/uapi/linux/bpf_common.h, filter.h
 _BPF_LD_W_ABS = 0x00 | 0x00 | 0x20   # BPF_LD | BPF_W | BPF_ABS
 _BPF_JEQ_K = 0x05 | 0x10 | 0x00      # BPF_JMP | BPF_JEQ | BPF_K
 _BPF_JEQ_X = 0x05 | 0x10 | 0x08      # BPF_JMP | BPF_JEQ | BPF_X
+_BPF_JGT_K = 0x05 | 0x20 | 0x00      # BPF_JMP | BPF_JGT | BPF_K
 _BPF_JA = 0x05 | 0x00                # BPF_JMP | BPF_JA
 _BPF_RET_K = 0x06 | 0x00             # BPF_RET | BPF_K
 _BPF_TAX = 0x07 | 0x00               # BPF_MISC | BPF_TAX
@@ -57,14 +59,13 @@ _DROP = 0
 #:                     union { ... } event_data; }  -- event_data at 16.
 _WHAT = 36
 #: struct fork_proc_event { parent_pid; parent_tgid; child_pid; child_tgid; }
-_FORK_PARENT_TGID = 36 + 16 + 4
+#: struct exec_proc_event { process_pid; process_tgid; }
+#: parent_tgid and process_tgid: the second word of either.
+_TGID = 36 + 16 + 4
 _FORK_CHILD_PID = 36 + 16 + 8
 _FORK_CHILD_TGID = 36 + 16 + 12
-#: struct exec_proc_event { process_pid; process_tgid; }
-_EXEC_TGID = 36 + 16 + 4
-#: Compares one block holds: a compare jumps at most 255 instructions ahead
-#: (jt is a __u8) to the accept that closes its block.
-_BLOCK = 250
+#: Keys a leaf of the search compares one by one.
+_LEAF = 8
 
 #: struct sock_filter { __u16 code; __u8 jt; __u8 jf; __u32 k; };
 _SOCK_FILTER = struct.Struct("=HBBI")
@@ -86,30 +87,37 @@ def _one_of(pids: Collection[int] | None) -> list[Insn]:
     """Accept if the loaded word is one of ``pids``, else drop."""
     if pids is None or len(pids) > MAX_PIDS:
         return [Insn(_BPF_RET_K, 0, 0, _ACCEPT)]
-    out: list[Insn] = []
-    ordered = sorted(pids)
-    for start in range(0, len(ordered), _BLOCK):
-        block = ordered[start:start + _BLOCK]
-        # compare i jumps n - i ahead: past the rest and the "ja", to the accept
-        out += [Insn(_BPF_JEQ_K, len(block) - i, 0, _be(pid)) for i, pid in enumerate(block)]
-        out += [Insn(_BPF_JA, 0, 0, 1), Insn(_BPF_RET_K, 0, 0, _ACCEPT)]
-    out.append(Insn(_BPF_RET_K, 0, 0, _DROP))
-    return out
+    return _search(sorted(_be(pid) for pid in pids))
 
 
-def program(parents: Collection[int] | None, execs: Collection[int] | None) -> list[Insn]:
-    """The filter passing acks, forks by ``parents`` and execs of ``execs``."""
-    forks = [Insn(_BPF_LD_W_ABS, 0, 0, _FORK_CHILD_PID), Insn(_BPF_TAX, 0, 0, 0),
-             Insn(_BPF_LD_W_ABS, 0, 0, _FORK_CHILD_TGID),
-             Insn(_BPF_JEQ_X, 1, 0, 0), Insn(_BPF_RET_K, 0, 0, _DROP),  # a thread
-             Insn(_BPF_LD_W_ABS, 0, 0, _FORK_PARENT_TGID), *_one_of(parents)]
-    exec_ = [Insn(_BPF_LD_W_ABS, 0, 0, _EXEC_TGID), *_one_of(execs)]
-    head = [Insn(_BPF_LD_W_ABS, 0, 0, _WHAT),
+def _search(keys: list[int]) -> list[Insn]:
+    """A binary search over sorted ``keys``: a few compares per message
+    however many pids, every branch short (``ja`` carries the long ones)."""
+    if len(keys) <= _LEAF:
+        # compare i jumps n - i ahead: past the rest and the drop, to the accept
+        return [*(Insn(_BPF_JEQ_K, len(keys) - i, 0, key) for i, key in enumerate(keys)),
+                Insn(_BPF_RET_K, 0, 0, _DROP), Insn(_BPF_RET_K, 0, 0, _ACCEPT)]
+    mid = len(keys) // 2
+    below, above = _search(keys[:mid]), _search(keys[mid + 1:])
+    return [Insn(_BPF_JEQ_K, 0, 1, keys[mid]), Insn(_BPF_RET_K, 0, 0, _ACCEPT),
+            Insn(_BPF_JGT_K, 0, 1, keys[mid]), Insn(_BPF_JA, 0, 0, len(below)),
+            *below, *above]
+
+
+def program(pids: Collection[int] | None) -> list[Insn]:
+    """The filter passing acks, and forks by and execs of ``pids``.
+
+    ``parent_tgid`` of a fork and ``process_tgid`` of an exec sit at the
+    same offset, so one search serves both.
+    """
+    return [Insn(_BPF_LD_W_ABS, 0, 0, _WHAT),
             Insn(_BPF_JEQ_K, 0, 1, _be(PROC_EVENT_NONE)), Insn(_BPF_RET_K, 0, 0, _ACCEPT),
-            Insn(_BPF_JEQ_K, 0, 1, _be(PROC_EVENT_FORK)), Insn(_BPF_JA, 0, 0, 3),
-            Insn(_BPF_JEQ_K, 0, 1, _be(PROC_EVENT_EXEC)), Insn(_BPF_JA, 0, 0, 1 + len(forks)),
-            Insn(_BPF_RET_K, 0, 0, _DROP)]
-    return head + forks + exec_
+            Insn(_BPF_JEQ_K, 7, 0, _be(PROC_EVENT_EXEC)),
+            Insn(_BPF_JEQ_K, 1, 0, _be(PROC_EVENT_FORK)), Insn(_BPF_RET_K, 0, 0, _DROP),
+            Insn(_BPF_LD_W_ABS, 0, 0, _FORK_CHILD_PID), Insn(_BPF_TAX, 0, 0, 0),
+            Insn(_BPF_LD_W_ABS, 0, 0, _FORK_CHILD_TGID),
+            Insn(_BPF_JEQ_X, 1, 0, 0), Insn(_BPF_RET_K, 0, 0, _DROP),  # a thread
+            Insn(_BPF_LD_W_ABS, 0, 0, _TGID), *_one_of(pids)]
 
 
 def encode(insns: list[Insn]) -> bytes:

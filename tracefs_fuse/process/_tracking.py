@@ -149,9 +149,8 @@ class ProcessTracker:
         self._draining = False
         self._adopted = self._execs = self._exits = 0
         self._events = self._filters = 0
-        #: The pids the connector's filter passes forks of, and execs of.
-        self._parents: frozenset[int] = frozenset()
-        self._execers: frozenset[int] = frozenset()
+        #: The pids the connector's filter passes forks and execs of.
+        self._followed: frozenset[int] = frozenset()
         #: Processes followed since the last filter: they ran while it hid
         #: their own forks and execs.
         self._hidden: set[int] = set()
@@ -337,7 +336,7 @@ class ProcessTracker:
         if self._connector is not None and not self.registry.mms:
             self._connector.close()
             self._connector = None
-            self._parents = self._execers = frozenset()
+            self._followed = frozenset()
 
     def _drain(self) -> None:
         assert self._connector is not None
@@ -377,16 +376,17 @@ class ProcessTracker:
         directly, and what that finds is followed and filtered for in turn.
         """
         while self._connector is not None:
-            images = {image.tgid for image in self.memory.images()}
-            parents = frozenset(images | self._lost.keys())
-            execers = frozenset(images)
-            if (parents, execers) != (self._parents, self._execers):
+            # Execs matter of pinned images only, forks of those and of the
+            # lost; one search serves both (a lost one's exec passes too).
+            followed = frozenset({image.tgid for image in self.memory.images()}
+                                 | self._lost.keys())
+            if followed != self._followed:
                 try:
-                    self._connector.set_filter(encode(program(parents, execers)))
+                    self._connector.set_filter(encode(program(followed)))
                 except OSError as exc:
                     log.warning("process connector filter refused (%s): taking every fork", exc)
-                    self._connector.set_filter(encode(program(None, None)))
-                self._parents, self._execers = parents, execers
+                    self._connector.set_filter(encode(program(None)))
+                self._followed = followed
                 self._filters += 1
             hidden, self._hidden = self._hidden, set()
             if not hidden:
