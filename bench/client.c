@@ -37,6 +37,13 @@
  *   hold DIR COUNT
  *       Register COUNT enablers of "bench_hold u32 value" from one process
  *       (bits 0-31 of COUNT/32 words), print "ready" and wait until killed.
+ *   storm SECONDS RATE
+ *       Fork children that exit at once (and reap them), RATE a second at
+ *       most, for SECONDS: someone else's fork storm. Prints forks=.
+ *   brood DIR COUNT
+ *       Register "bench_brood u32 value", fork COUNT children that sleep in
+ *       read() of a pipe (they inherit the enabler), print "ready" and keep
+ *       them until stdin is closed.
  *   probe PATH
  *       pread() PATH in a loop until stdin is closed; prints reads= and the
  *       longest single read, max_ns=.
@@ -409,6 +416,69 @@ _Noreturn static void cmd_hold(char **argv)
 		pause();
 }
 
+static int cmd_storm(char **argv)
+{
+	double seconds = atof(argv[0]);
+	uint64_t rate = strtoull(argv[1], NULL, 10);
+	uint64_t start = now_ns(), end = start + (uint64_t)(seconds * 1e9), forks = 0;
+	for (uint64_t t = start; t < end; t = now_ns()) {
+		/* Pace to the rate: never ahead of forks/rate seconds since the start. */
+		uint64_t due = start + forks * 1000000000u / rate;
+		if (t < due) {
+			struct timespec pause = { 0, (long)(due - t) };
+			nanosleep(&pause, NULL);
+			continue;
+		}
+		pid_t pid = fork();
+		if (pid < 0)
+			die("fork");
+		if (pid == 0)
+			_exit(0);
+		waitpid(pid, NULL, 0);
+		forks++;
+	}
+	printf("forks=%llu\n", (unsigned long long)forks);
+	return 0;
+}
+
+static volatile uint32_t brood_word;
+
+static int cmd_brood(char **argv)
+{
+	int count = atoi(argv[1]);
+	char path[4096];
+	snprintf(path, sizeof path, "%s/user_events_data", argv[0]);
+	int fd = open(path, O_RDWR);
+	if (fd < 0)
+		die(path);
+	do_register(fd, "bench_brood u32 value", &brood_word);
+	int done[2];
+	if (pipe(done))
+		die("pipe");
+	pid_t *pids = calloc((size_t)count, sizeof *pids);
+	if (!pids)
+		die("calloc");
+	for (int i = 0; i < count; i++) {
+		pids[i] = fork();
+		if (pids[i] < 0)
+			die("fork");
+		if (pids[i] == 0) {
+			char byte;
+			close(done[1]);
+			_exit(read(done[0], &byte, 1) < 0);
+		}
+	}
+	close(done[0]);
+	printf("ready\n");
+	fflush(stdout);
+	while (getchar() != EOF)
+		;
+	close(done[1]);
+	for (int i = 0; i < count; i++)
+		waitpid(pids[i], NULL, 0);
+	return 0;
+}
+
 static int cmd_probe(const char *path)
 {
 	char buf[64];
@@ -510,6 +580,10 @@ int main(int argc, char **argv)
 		return cmd_forks(argv + 2);
 	if (!strcmp(mode, "hold") && argc == 4)
 		cmd_hold(argv + 2);
+	if (!strcmp(mode, "storm") && argc == 4)
+		return cmd_storm(argv + 2);
+	if (!strcmp(mode, "brood") && argc == 4)
+		return cmd_brood(argv + 2);
 	if (!strcmp(mode, "probe") && argc == 3)
 		return cmd_probe(argv[2]);
 	if (!strcmp(mode, "drain") && (argc == 3 || argc == 4)) /* trace_pipe_raw: whole pages */

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
+import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,8 +33,11 @@ from tracefs_fuse.process._proc_events import (
     ExitWatcher,
     ForkEvent,
     ProcConnector,
+    PROC_PID_INIT_INO,
+    PROC_USER_INIT_INO,
     ProcEvent,
     WatcherStatistics,
+    outside_initial_namespaces,
     _parse,
 )
 
@@ -214,6 +219,39 @@ def test_parse_finds_our_ack_and_its_error() -> None:
     out: deque[ProcEvent] = deque()
     assert _parse(message(PROC_EVENT_NONE, struct.pack("=I", 22), ack=43), out, 43) == 22
     assert not out
+
+
+@pytest.mark.parametrize(("user_ino", "pid_ino", "refused"), [
+    (PROC_USER_INIT_INO, PROC_PID_INIT_INO, None),
+    (4026532201, PROC_PID_INIT_INO, "outside the initial user namespace"),
+    (PROC_USER_INIT_INO, 4026532202, "outside the initial pid namespace"),
+    (4026532201, 4026532202, "outside the initial user namespace"),
+])
+def test_outside_initial_namespaces_is_cn_proc_mcast_ctls_rule(
+        user_ino: int, pid_ino: int, refused: str | None) -> None:
+    assert outside_initial_namespaces(user_ino, pid_ino) == refused
+
+
+_CHOOSE = ("from tracefs_fuse.process._tracking import ProcessTracker\n"
+           "print(*ProcessTracker._choose('auto'), sep='|')")
+
+
+@pytest.mark.parametrize(("unshare", "reason"), [
+    # rootless `tracefs-fuse run` enters a user namespace first
+    (["--user", "--map-root-user"], "outside the initial user namespace"),
+    # a pid namespace with its own /proc: NSpid shows one pid there, the
+    # namespace's inode number still tells
+    (["--pid", "--fork", "--mount-proc"], "outside the initial pid namespace"),
+])
+def test_a_listener_the_kernel_would_ignore_is_refused_without_waiting_for_an_ack(
+        unshare: list[str], reason: str) -> None:
+    """Not timed: a TimeoutError (the 1 s backstop) would name ETIMEDOUT instead."""
+    out = subprocess.run(["unshare", *unshare, sys.executable, "-c", _CHOOSE],
+                         capture_output=True, text=True, check=True, timeout=30).stdout
+    source, why = out.strip().split("|")
+    assert source == "procfs"
+    assert why == ("the process connector cannot be joined here: "
+                   f"the process connector ignores listeners {reason}")
 
 
 # -- exit watcher -------------------------------------------------------------------------

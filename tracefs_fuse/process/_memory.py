@@ -128,6 +128,8 @@ IMAGE_FDS = 3
 _IOV_MAX = 1024
 #: include/linux/sched.h: set at fork, cleared by begin_new_exec(); stat field 9.
 PF_FORKNOEXEC = 0x00000040
+#: include/linux/sched.h: set by do_exit() before the task's children are reparented.
+PF_EXITING = 0x00000004
 #: include/uapi/linux/kcmp.h: enum kcmp_type { KCMP_FILE, KCMP_VM, ... };
 KCMP_VM = 1
 #: __NR_kcmp: arch/x86/entry/syscalls/syscall_64.tbl; include/uapi/asm-generic/unistd.h.

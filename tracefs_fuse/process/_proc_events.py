@@ -43,6 +43,9 @@ Caveats:
   * Needs CAP_NET_ADMIN (to join the multicast group) and the initial user,
     pid and network namespaces (the connector's kernel socket lives in
     ``init_net``); otherwise the subscription is refused or never acked.
+    The user and pid namespaces are read first (their fixed initial inode
+    numbers), so the usual case, a rootless ``run``, is refused at once
+    rather than after the ack timeout, which stays as the backstop.
   * Events are hints about *numbers*: by the time one is handled, the pid may
     name a process that exec'd again or a successor. Decide with
     :meth:`~tracefs_fuse.process._memory.VmProcessMemory.is_current`, which
@@ -54,6 +57,7 @@ Caveats:
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import select
@@ -78,8 +82,12 @@ PROC_EVENT_NONE = 0x00000000
 PROC_EVENT_FORK = 0x00000001
 PROC_EVENT_EXEC = 0x00000002
 PROC_EVENT_EXIT = 0x80000000
-#: include/uapi/asm-generic/socket.h; Python's socket module lacks it.
+#: include/uapi/asm-generic/socket.h; Python's socket module lacks them.
 SO_RCVBUFFORCE = 33
+SO_ATTACH_FILTER = 26
+#: include/linux/socket.h, include/uapi/linux/netlink.h
+SOL_NETLINK = 270
+NETLINK_BROADCAST_ERROR = 4
 
 #: struct nlmsghdr { __u32 nlmsg_len; __u16 nlmsg_type; __u16 nlmsg_flags;
 #:                   __u32 nlmsg_seq; __u32 nlmsg_pid; };
@@ -105,8 +113,8 @@ _EXEC = struct.Struct("=ii")
 #:                          __kernel_pid_t parent_pid; __kernel_pid_t parent_tgid; };
 _EXIT = struct.Struct("=iiIIii")
 #: enum proc_cn_mcast_op, the 4-byte LISTEN every kernel since 2.6.15 accepts.
-#: (6.6+ also takes an 8-byte struct proc_input with an event filter; filtering
-#: is not used: see ProcConnector.)
+#: (6.6+ also takes an 8-byte struct proc_input with an event-kind filter; a
+#: socket filter selects by pid as well: see _proc_filter.)
 _MCAST_OP = struct.Struct("=I")
 
 _HEADERS = _NLMSGHDR.size + _CN_MSG.size
@@ -178,17 +186,53 @@ class WatcherStatistics(msgspec.Struct, frozen=True, kw_only=True):
     exits: int
 
 
-def _subscribe(rcvbuf: int, ack_timeout_s: float, early: deque[ProcEvent]) -> socket.socket:
+#: include/linux/proc_ns.h: the initial namespaces' fixed inode numbers, which
+#: ``/proc/self/ns/<kind>`` shows (every other namespace gets a number from
+#: proc_alloc_inum, below these).
+PROC_USER_INIT_INO = 0xEFFFFFFD
+PROC_PID_INIT_INO = 0xEFFFFFFC
+
+
+def outside_initial_namespaces(user_ns_ino: int, pid_ns_ino: int) -> str | None:
+    """Why ``cn_proc_mcast_ctl`` ignores our LISTEN, read from our namespaces.
+
+    The kernel drops a request from a task whose user namespace is not
+    ``init_user_ns`` or whose active pid namespace is not ``init_pid_ns``,
+    without an ack; so waiting for one only costs the timeout.
+    """
+    if user_ns_ino != PROC_USER_INIT_INO:
+        return "outside the initial user namespace"
+    if pid_ns_ino != PROC_PID_INIT_INO:
+        return "outside the initial pid namespace"
+    return None
+
+
+def _namespaces_refused() -> str | None:
+    try:
+        user = os.stat("/proc/self/ns/user").st_ino
+        pid = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None  # no procfs or no namespaces: the ack decides
+    return outside_initial_namespaces(user, pid)
+
+
+def _subscribe(rcvbuf: int, ack_timeout_s: float, early: deque[ProcEvent],
+               code: bytes | None = None) -> socket.socket:
     """A connector socket that has joined CN_IDX_PROC and been acked.
 
     Messages that arrive before the ack are real events; they go to ``early``.
+    ``code``: a socket filter attached before LISTEN (it must pass acks).
 
     Raises:
-        PermissionError: (EPERM) no CAP_NET_ADMIN.
-        TimeoutError: (ETIMEDOUT) no ack: not in the initial user/pid namespace,
-            or no process connector in this kernel.
+        PermissionError: (EPERM) no CAP_NET_ADMIN, or outside the initial user
+            or pid namespace where that can be read (the kernel would never ack).
+        TimeoutError: (ETIMEDOUT) no ack: outside the initial namespaces in a
+            way not read beforehand, or no process connector in this kernel.
         OSError: the kernel's ack carried an error.
     """
+    refused = _namespaces_refused()
+    if refused is not None:
+        raise PermissionError(errno.EPERM, f"the process connector ignores listeners {refused}")
     sock = socket.socket(socket.AF_NETLINK,
                          socket.SOCK_DGRAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC,
                          NETLINK_CONNECTOR)
@@ -199,6 +243,8 @@ def _subscribe(rcvbuf: int, ack_timeout_s: float, early: deque[ProcEvent]) -> so
             sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
         except PermissionError:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if code is not None:
+            _attach_filter(sock, code)
         sock.bind((0, CN_IDX_PROC))
         # The kernel answers with cn_msg.ack = our ack + 1 (cn_proc_ack); its seq
         # is overwritten by a per-CPU counter. The ack is multicast to every
@@ -231,6 +277,44 @@ def _subscribe(rcvbuf: int, ack_timeout_s: float, early: deque[ProcEvent]) -> so
     except BaseException:
         sock.close()
         raise
+
+
+def _attach_filter(sock: socket.socket, code: bytes) -> None:
+    """Replace ``sock``'s socket filter with ``code`` (``struct sock_filter``s).
+
+    ``sk_attach_filter`` swaps the program under RCU: every message queued
+    after this call was judged by the new one, none is judged by neither.
+    """
+    buffer = ctypes.create_string_buffer(code, len(code))
+    # struct sock_fprog { unsigned short len; struct sock_filter *filter; };
+    fprog = struct.pack("@HP", len(code) // 8, ctypes.addressof(buffer))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+
+
+def _keeper() -> socket.socket:
+    """A member of the group that makes no broadcast "undelivered".
+
+    Kernels with c46bfba1337d and before its revert (6.6.13 to early 2024
+    stable releases) reset ``proc_event_num_listeners`` to 0 whenever
+    ``cn_netlink_send_mult`` returns -ESRCH, i.e. whenever no socket took a
+    message, and then send nothing until a new LISTEN: a filter that drops a
+    message while we are the only listener would silence the connector for
+    good. This socket is never read: its tiny buffer fills, after which every
+    broadcast fails to reach it, and with NETLINK_BROADCAST_ERROR a failed
+    delivery makes ``netlink_broadcast_filtered`` return -ENOBUFS, not -ESRCH.
+    It never wakes us, and costs the kernel one overrun count per message.
+    """
+    sock = socket.socket(socket.AF_NETLINK,
+                         socket.SOCK_DGRAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC,
+                         NETLINK_CONNECTOR)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 0)  # SOCK_MIN_RCVBUF
+        sock.setsockopt(SOL_NETLINK, NETLINK_BROADCAST_ERROR, 1)
+        sock.bind((0, CN_IDX_PROC))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def _parse(data: bytes, out: deque[ProcEvent], ack: int = -1) -> int | None:
@@ -274,9 +358,10 @@ class ProcConnector:
     already queued without waiting. Both consume the same queue, in order, so
     hand whatever either returns to the same handler.
 
-    The subscription is the legacy all-events LISTEN rather than the 6.6+
-    filtered one: it works on every kernel, and a listener that takes every
-    message is never the cause of the "no listener took it" path.
+    The subscription is the legacy all-events LISTEN, which works on every
+    kernel; :meth:`set_filter` narrows it in the kernel (``_proc_filter``),
+    and from then on a member that never reads keeps a dropped message from
+    counting as undelivered (see ``_keeper``).
 
     Args:
         rcvbuf: socket receive buffer in bytes (a message is 76 bytes of
@@ -293,9 +378,25 @@ class ProcConnector:
         self._rcvbuf = rcvbuf
         self._ack_timeout_s = ack_timeout_s
         self._pending: deque[ProcEvent] = deque()
+        self._code: bytes | None = None
+        self._keeper: socket.socket | None = None
         self._sock: socket.socket | None = _subscribe(rcvbuf, ack_timeout_s, self._pending)
         self._events = 0
         self._overruns = 0
+
+    def set_filter(self, code: bytes) -> None:
+        """Deliver only what the socket filter ``code`` passes (it must pass
+        acks: ``_proc_filter.program``), from now on and after any overrun.
+
+        Raises:
+            OSError: the kernel refused the program (ENOMEM: over
+                net.core.optmem_max); the previous filter stays.
+        """
+        sock = self._socket()
+        if self._keeper is None:
+            self._keeper = _keeper()
+        _attach_filter(sock, code)
+        self._code = code
 
     def drain(self, limit: int = 4096) -> list[ProcEvent]:
         """Every event already queued (at most ``limit``), without waiting.
@@ -344,6 +445,9 @@ class ProcConnector:
         if self._sock is not None:
             self._close_socket(self._sock)
             self._sock = None
+        if self._keeper is not None:
+            self._keeper.close()
+            self._keeper = None
 
     def __enter__(self) -> ProcConnector:
         return self
@@ -377,7 +481,7 @@ class ProcConnector:
         """Swap in a fresh subscription after an overrun; queue EventsLost."""
         self._overruns += 1
         self._pending.append(EventsLost())
-        new = _subscribe(self._rcvbuf, self._ack_timeout_s, self._pending)
+        new = _subscribe(self._rcvbuf, self._ack_timeout_s, self._pending, self._code)
         old, self._sock = self._sock, new
         assert old is not None
         self._close_socket(old)

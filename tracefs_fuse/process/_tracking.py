@@ -43,9 +43,10 @@ Rules:
 
 Caveats (measured and tested in tests/fuse/test_tracking.py; see
 docs/emulation.md):
-  * procfs: an exec is noticed at the latest ``LIVENESS_PERIOD_S`` later (the
-    kernel, too, drops references asynchronously), or at once by the
-    process's own next ioctl.
+  * procfs: an exec is noticed at the latest ``LIVENESS_MAX_S`` later
+    (``LIVENESS_PERIOD_S`` for a process that asked us anything in the
+    last tenth of a second; the kernel, too, drops references
+    asynchronously), or at once by the process's own next ioctl.
   * procfs: a child whose parent exited before the child was found (a
     double fork done between two of those moments) has lost its lineage: it
     inherits from an exiting holder of its image, else from the only live
@@ -58,7 +59,10 @@ docs/emulation.md):
 from __future__ import annotations
 
 import errno
+import heapq
 import logging
+import os
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Literal
@@ -70,7 +74,7 @@ from ..engine._errors import TracefsError
 from ..engine._memory import Tgid
 from ..engine._user_events import UserEventRegistry
 from ._budget import BudgetExhausted
-from ._memory import PF_FORKNOEXEC, ClientMemory, Image, SharesMm, StatFacts, read_stat
+from ._memory import PF_EXITING, PF_FORKNOEXEC, ClientMemory, Image, SharesMm, StatFacts, read_stat
 from ._proc_events import (
     EventsLost,
     ExecEvent,
@@ -79,13 +83,16 @@ from ._proc_events import (
     ProcConnector,
     ProcEvent,
 )
+from ._proc_filter import encode, program
 from ._proc_scan import ProcScan
 
 log = logging.getLogger(__name__)
 
 SourceName = Literal["auto", "connector", "procfs"]
-#: How often every pinned image is checked for an exec without the connector.
+#: Without the connector, how soon a newly pinned (or active) image is
+#: looked at for an exec, and the longest wait between looks at a quiet one.
 LIVENESS_PERIOD_S = 0.1
+LIVENESS_MAX_S = 1.6
 #: Enabler references dropped per step of a detached image's teardown.
 RELEASE_BUDGET = 2048
 #: Children we could not pin (exec'd, sharing the mm, gone) whose own
@@ -104,6 +111,10 @@ class TrackerStatistics(msgspec.Struct, frozen=True, kw_only=True):
     execs: int
     exits: int
     scans: int
+    #: Connector events handled (what the kernel's filter let through).
+    events: int
+    #: Connector filters attached (each a change of the processes followed).
+    filters: int
 
 
 class ProcessTracker:
@@ -137,6 +148,15 @@ class ProcessTracker:
         self._holding = trio.Event()
         self._draining = False
         self._adopted = self._execs = self._exits = 0
+        self._events = self._filters = 0
+        #: The pids the connector's filter passes forks and execs of.
+        self._followed: frozenset[int] = frozenset()
+        #: Processes followed since the last filter: they ran while it hid
+        #: their own forks and execs.
+        self._hidden: set[int] = set()
+        #: procfs: when each image is looked at next, and the wait after that.
+        self._looks: list[tuple[float, Tgid]] = []
+        self._due: dict[Tgid, tuple[float, float]] = {}
         self.source, self.reason = self._choose(source)
 
     # -- the source ---------------------------------------------------------------------
@@ -165,7 +185,8 @@ class ProcessTracker:
     def statistics(self) -> TrackerStatistics:
         return TrackerStatistics(source=self.source, images=len(self.memory.images()),
                                  adopted=self._adopted, execs=self._execs,
-                                 exits=self._exits, scans=self._scan.scans)
+                                 exits=self._exits, scans=self._scan.scans,
+                                 events=self._events, filters=self._filters)
 
     # -- the moments user_events acts ---------------------------------------------------
 
@@ -184,6 +205,8 @@ class ProcessTracker:
         if image is not None and not image.alive():
             self._gone(tgid)  # it exec'd: the caller runs a new image
             image = None
+        if image is not None:
+            self._look_soon(tgid)  # it acts: it may exec soon too
         if image is None:
             try:
                 image = self._pin_caller(tgid, tid, owner)
@@ -195,7 +218,10 @@ class ProcessTracker:
                 log.debug("cannot follow %d (thread %d): %s", tgid, tid, exc)
             else:
                 self.exits.watch(tgid, image.pidfd.fd)
+                self._look_soon(tgid)
                 self._subscribe()
+                # Before its registration: every fork after it reaches us.
+                self._refilter()
                 self._holding.set()
         self.memory.serve(tgid, tid)
 
@@ -299,6 +325,8 @@ class ProcessTracker:
                 log.warning("process connector lost (%s): following processes through /proc",
                             exc)
                 self.source, self.reason = "procfs", f"connector lost: {exc}"
+                for image in self.memory.images():
+                    self._look_soon(image.tgid)
                 return
             self._connector_ready.set()
 
@@ -308,6 +336,7 @@ class ProcessTracker:
         if self._connector is not None and not self.registry.mms:
             self._connector.close()
             self._connector = None
+            self._followed = frozenset()
 
     def _drain(self) -> None:
         assert self._connector is not None
@@ -321,6 +350,7 @@ class ProcessTracker:
 
     def process_events(self, events: Sequence[ProcEvent]) -> None:
         """Apply process connector events, in order."""
+        self._events += len(events)
         for event in events:
             if isinstance(event, ForkEvent):
                 if event.is_thread:
@@ -335,6 +365,86 @@ class ProcessTracker:
                     self._gone(event.tgid, catch_up=False)
             elif isinstance(event, EventsLost):
                 self._look_everywhere()
+        self._refilter()
+
+    def _refilter(self) -> None:
+        """Let the kernel pass only our followed processes' forks and execs.
+
+        A process followed from an event (a child adopted, or lost) ran
+        before the filter named it: its forks and its exec in between were
+        dropped. So after the new filter is in place, those are looked for
+        directly, and what that finds is followed and filtered for in turn.
+        """
+        while self._connector is not None:
+            # Execs matter of pinned images only, forks of those and of the
+            # lost; one search serves both (a lost one's exec passes too).
+            followed = frozenset({image.tgid for image in self.memory.images()}
+                                 | self._lost.keys())
+            if followed != self._followed:
+                try:
+                    self._connector.set_filter(encode(program(followed)))
+                except OSError as exc:
+                    log.warning("process connector filter refused (%s): taking every fork", exc)
+                    self._connector.set_filter(encode(program(None)))
+                self._followed = followed
+                self._filters += 1
+            hidden, self._hidden = self._hidden, set()
+            if not hidden:
+                return
+            self._find_hidden(hidden)
+
+    def _find_hidden(self, hidden: set[int]) -> None:
+        """What processes followed late did while the filter hid them.
+
+        Their children are listed in ``/proc/<pid>/task/<tid>/children``
+        (every one was forked after its parent, itself forked after its
+        origin registered: each is a candidate copy); then an image that
+        exec'd or exited meanwhile is let go, as its EXEC would have. A
+        process that exited (or is exiting: ``PF_EXITING``) has had its
+        children reparented away, to an ancestor (a subreaper) or init:
+        those are looked for there.
+        """
+        bereaved: set[Tgid] = set()
+        for pid in sorted(hidden):
+            image = self.memory.image(Tgid(pid))
+            origin = image if image is not None else self._lost.get(pid)
+            if origin is None or origin.tgid not in self.registry.mms:
+                continue
+            for child in _children(pid, self._proc):
+                if Tgid(child) not in self.registry.mms and child not in self._lost:
+                    self._adopt(child, origin)
+            facts = read_stat(pid, self._proc)
+            if facts is None or facts.flags & PF_EXITING:
+                bereaved.add(origin.tgid)
+            if image is not None and not image.alive():
+                self._gone(image.tgid, catch_up=False)
+        for tgid in sorted(bereaved):
+            self._look_for_orphans(tgid)
+
+    def _look_for_orphans(self, origin: Tgid) -> None:
+        """Copies of ``origin``'s image among the children of its ancestors
+        and of init, whose parent is of another image: reparented orphans.
+
+        Only there: reading a process's ``stat`` waits while it execs
+        (``exec_update_lock``), so strangers are not read at all.
+        """
+        reapers = [*_ancestors(origin, self._proc), 1]
+        holders = {image.identity.layout for image in self._holders()
+                   if image.identity is not None}
+        stats: dict[int, StatFacts] = {}
+        for reaper in reapers:
+            parent = read_stat(reaper, self._proc)
+            for pid in _children(reaper, self._proc):
+                if Tgid(pid) in self.registry.mms or pid in self._lost:
+                    continue
+                facts = read_stat(pid, self._proc)
+                if (facts is not None and facts.layout in holders
+                        and (parent is None or parent.layout != facts.layout)):
+                    stats[pid] = facts
+        for facts in stats.values():
+            found = self._origin_by_chain(facts, stats)
+            if found is not None:
+                self._adopt(facts.pid, found)
 
     def _look_everywhere(self) -> None:
         """After lost connector events: every new process, every image."""
@@ -347,11 +457,13 @@ class ProcessTracker:
                     self._adopt(facts.pid, origin)
         self.check_images(catch_up=False)
 
+
     # -- adoption, exec and exit --------------------------------------------------------------
 
     def _adopt(self, pid: int, origin: Image) -> None:
         """``user_event_mm_dup`` for a child found late, if it is a fork copy of ``origin``."""
         child = Tgid(pid)
+        self._hidden.add(pid)
         try:
             image = self.memory.pin_copy(child, origin)
         except SharesMm as exc:
@@ -377,6 +489,7 @@ class ProcessTracker:
             self.registry.exit(child)  # a previous holder of the number, gone unseen
         self.registry.fork(origin.tgid, child)
         self.exits.watch(child, image.pidfd.fd)
+        self._look_soon(child)
         self._adopted += 1
         log.debug("fork %d -> %d followed", origin.tgid, pid)
 
@@ -388,11 +501,46 @@ class ProcessTracker:
         for tgid in gone:
             self._gone(tgid, catch_up=False)
 
+    def _look_soon(self, tgid: Tgid) -> None:
+        """procfs: look at ``tgid``'s image for an exec ``LIVENESS_PERIOD_S``
+        from now (unless it already waits no longer)."""
+        if self.source != "procfs":
+            return
+        before = self._due.get(tgid)
+        if before is not None and before[1] == LIVENESS_PERIOD_S:
+            return
+        due = (time.monotonic() + LIVENESS_PERIOD_S, LIVENESS_PERIOD_S)
+        self._due[tgid] = due
+        heapq.heappush(self._looks, (due[0], tgid))
+
+    def check_due_images(self) -> None:
+        """Look at the images whose turn it is; those still running wait
+        twice as long for the next look (up to ``LIVENESS_MAX_S``)."""
+        now = time.monotonic()
+        gone: list[Tgid] = []
+        while self._looks and self._looks[0][0] <= now:
+            at, tgid = heapq.heappop(self._looks)
+            due = self._due.get(tgid)
+            image = self.memory.image(tgid)
+            if due is None or due[0] != at or image is None:
+                continue  # unpinned, or rescheduled since
+            if not image.alive():
+                gone.append(tgid)
+                continue
+            wait = min(2 * due[1], LIVENESS_MAX_S)
+            self._due[tgid] = (now + wait, wait)
+            heapq.heappush(self._looks, (now + wait, tgid))
+        if gone:
+            self.catch_up()
+            for tgid in gone:
+                self._gone(tgid, catch_up=False)
+
     def exited(self, tgids: list[Tgid]) -> None:
         """Thread groups whose pidfds said they exited (one catch up for all)."""
         self.catch_up()
         for tgid in tgids:
             self._gone(tgid, catch_up=False)
+        self._refilter()
 
     def _gone(self, tgid: Tgid, *, catch_up: bool = True) -> None:
         """``user_event_mm_remove`` at exec or exit: adopt the image's copies
@@ -411,6 +559,7 @@ class ProcessTracker:
         self._release_needed.set()
         self.memory.unpin(tgid)
         self.exits.unwatch(tgid)
+        self._due.pop(tgid, None)
         self._lost.pop(tgid, None)
         self._unsubscribe_if_idle()
 
@@ -467,7 +616,7 @@ class ProcessTracker:
                     self._draining = False
 
     async def watch_images(self) -> None:
-        """procfs: an exec is only seen by looking; look at every image periodically."""
+        """procfs: an exec is only seen by looking; look at images when due."""
         while True:
             if not self.memory.images():
                 self._holding = trio.Event()
@@ -475,7 +624,7 @@ class ProcessTracker:
             await trio.sleep(LIVENESS_PERIOD_S)
             if self.source == "procfs" and self.registry.mms:
                 before = len(self.registry.mms)
-                self.check_images()
+                self.check_due_images()
                 if len(self.registry.mms) != before:
                     self._changed()
 
@@ -485,3 +634,37 @@ class ProcessTracker:
             self._connector = None
         self.exits.close()
         self._scan.close()
+
+
+def _children(pid: int, proc: str) -> list[int]:
+    """The children of every thread of ``pid`` (CONFIG_PROC_CHILDREN; none
+    if it is gone, or the kernel does not list them)."""
+    children: list[int] = []
+    try:
+        tids = os.listdir(f"{proc}/{pid}/task")
+    except OSError:
+        return children
+    for tid in tids:
+        try:
+            with open(f"{proc}/{pid}/task/{tid}/children", "rb") as f:
+                children += map(int, f.read().split())
+        except OSError:
+            continue  # a thread that ended
+    return children
+
+
+def _ancestors(pid: int, proc: str) -> list[int]:
+    """``pid``'s parent, its parent, ... below init, from ``status`` (which,
+    unlike ``stat``, never waits for an exec)."""
+    chain: list[int] = []
+    for _ in range(_CHAIN_MAX):
+        try:
+            with open(f"{proc}/{pid}/status", "rb") as f:
+                ppid = next(int(line.split()[1]) for line in f if line.startswith(b"PPid:"))
+        except (OSError, StopIteration, ValueError):
+            break
+        if ppid <= 1:
+            break
+        chain.append(ppid)
+        pid = ppid
+    return chain
