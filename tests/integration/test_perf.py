@@ -87,6 +87,10 @@ CLIENTS = {
     "perf_data_tail": 15,
     # perf record -- CMD: a disabled event of a waiting child, enabled by its exec.
     "perf_enable_on_exec": 11,
+    # inherit: children, an exec'd child and a thread made after the open are
+    # followed (one made before is not), with FORK, COMM and EXIT records in
+    # order; a per-task event of a child says POLLHUP once the child is gone.
+    "perf_inherit": 31,
 }
 
 
