@@ -94,6 +94,10 @@ CLIENTS = {
     # A perf consumer joins an event ftrace records already: every write from the open
     # on is a sample (the fast path hands the event's writes to the engine at once).
     "perf_with_ftrace": 7,
+    # inherit: children, an exec'd child and a thread made after the open are
+    # followed (one made before is not), with FORK, COMM and EXIT records in
+    # order; a per-task event of a child (its ring mapped) says POLLHUP once the child is gone.
+    "perf_inherit": 32,
 }
 
 

@@ -1,4 +1,4 @@
-"""Debian's ``perf record -e user_events:NAME -- CMD`` inside ``tracefs-fuse run``,
+"""Debian's ``perf record -e user_events:NAME [-a] -- CMD`` inside ``tracefs-fuse run``,
 decoded by ``perf script`` (docs/perf.md, issue 20)."""
 
 from __future__ import annotations
@@ -21,17 +21,28 @@ RUN = [sys.executable, "-m", "tracefs_fuse", "run", "--"]
 EVENT = "u:emit u32 count; char[16] msg"
 
 
+#: perf record's mode -> its options.
+MODES = {
+    # Per task: the command's event, disabled until its exec (enable_on_exec).
+    "per_task": "",
+    # System-wide: one event per CPU (pid -1), enabled at once, and a real
+    # side-band dummy per CPU that perf redirects into ours (SET_OUTPUT).
+    "system_wide": "-a ",
+}
+
+
 @pytest.mark.parametrize("as_root", [True, False], ids=["root", "without_sudo"])
-def test_perf_record_and_script(as_root: bool, ordinary_user: User, tmp_path: Path,
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_perf_record_and_script(mode: str, as_root: bool, ordinary_user: User, tmp_path: Path,
                                 c_client) -> None:  # type: ignore[no-untyped-def]
-    # perf opens the event before the command execs (disabled, enable_on_exec),
-    # so the event exists already: created through dynamic_events, as on a
-    # real kernel. ue_emit writes once a tracer enabled it: perf's open does.
+    # perf opens the event before the command execs, so the event exists
+    # already: created through dynamic_events, as on a real kernel. ue_emit
+    # writes once a tracer enabled it: perf's open does.
     home = Path(tempfile.mkdtemp(prefix="tfuse-perf-record-"))
     try:
         emit = shutil.copy(c_client("ue_emit"), home / "ue_emit")
         script = (f"echo '{EVENT}' >> /sys/kernel/tracing/dynamic_events && "
-                  f"perf record --no-buildid-cache -o {home}/perf.data -e user_events:emit "
+                  f"perf record --no-buildid-cache -o {home}/perf.data {MODES[mode]}-e user_events:emit "
                   f"-- {emit} /sys/kernel/tracing 5")
         if as_root:
             record = subprocess.run([*RUN, "sh", "-c", script], cwd=home, capture_output=True,
@@ -49,7 +60,8 @@ def test_perf_record_and_script(as_root: bool, ordinary_user: User, tmp_path: Pa
     finally:
         shutil.rmtree(home)
     assert decoded.returncode == 0, decoded.stderr
-    # ue_emit: the exec's PERF_RECORD_COMM names the samples (else "perf-exec").
+    # ue_emit: the exec's PERF_RECORD_COMM names the samples (else "perf-exec");
+    # with -a it is written for perf's real tracking dummy, redirected into ours.
     events = re.findall(r"ue_emit +\d+ +\[\d{3}\] +[\d.]+: +user_events:emit: +count=(\d+) msg=(\S+)",
                         decoded.stdout)
     assert events == [(str(i), f"msg-{i}") for i in range(5)], decoded.stdout

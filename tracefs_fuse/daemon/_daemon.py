@@ -108,6 +108,8 @@ class Daemon:
             clocks=host_clocks(), abi=config.abi, user_events_max=config.user_events_max,
             buffer_size_kb=config.buffer_size_kb, marker_ip=marker_ip(),
             auto_enable=config.events, first_event_id=first_dynamic_id(host_highest_event_id()))
+        # An exec closing a perf file of ours waits for our FUSE_FLUSH reply.
+        self.memory.careful_pins = self.engine.perf.any_open
         self.tracker = ProcessTracker(self.engine.registry, self.memory,
                                       source=config.process_source, changed=self.publish)
         self.ops = TracefsOperations(self.engine.root, self.control_task, uid=config.uid,

@@ -9,8 +9,19 @@ Rules:
     ``record`` path as a trace array (``event.files``), synchronously: the sample
     is in the ring before the write returns (``user_event_perf``).
   * A per-task event records the writes of its task (by tid; with ``inherit``,
-    of its whole process: children are not followed yet); a CPU-wide one, of
-    its CPU. ``SET_OUTPUT`` sends an event's records into another of ours.
+    of the threads and processes it creates while the event exists:
+    ``_perf_inherit``); a CPU-wide one, of its CPU. ``SET_OUTPUT`` sends an
+    event's records into another of ours; a real event's into one of ours is
+    accepted and its output dropped (the kernel cannot write our ring), but
+    the side-band it asked for (``foreign_side_band``) is written by us.
+  * Before a sample, the side-band records its ring owes the reader (FORK,
+    COMM: ``_perf_side_band``); an EXIT when a followed process is gone
+    (``exited``), after which a target with nothing left to follow makes
+    ``poll()`` say POLLHUP (``is_event_hup``).
+  * Budgets per user (``owner_uid``): ``EVENTS_MAX`` live events (more:
+    ENOMEM, as a failed ``perf_event_alloc``), and ``RING_BYTES_MAX`` bytes of
+    rings; a mapping past that gets no ring (its records are lost and
+    counted, as without a mapping): mmap never reaches us to be refused.
   * ``enable_on_exec`` on a per-task event enables it at its task's next exec
     (``perf_event_enable_on_exec``). Execs are not seen as they happen: the
     task's image (``image_of``: its AT_RANDOM bytes, new every exec) is taken
@@ -36,10 +47,11 @@ from ._errors import TracefsError
 from ._events import Probe, TraceEvent
 from ._memory import Tgid
 from ._perf_backward import BackwardBuffer
-from ._perf_buffer import PerfBuffer, check_mapping
-from ._perf_event_attr import Flag, Kind, PerfEventAttr
-from ._perf_output import (Counts, EventIds, SampleFacts, comm_record, lost_record, read,
-                           sample_record)
+from ._perf_buffer import PAGE_SIZE, PerfBuffer, check_mapping
+from ._perf_event_attr import SIDE_BAND, Flag, Kind, PerfEventAttr
+from ._perf_inherit import Family, Inheritance
+from ._perf_output import Counts, EventIds, SampleFacts, lost_record, read, sample_record
+from ._perf_side_band import PERF_RECORD_EXIT, TASK_MATCH, Lineage, SideBand, task_record
 from ._ringbuf import Accept
 from ._task import Task
 from ._tree import POLLIN, POLLRDNORM, Dir, File, FileKind, Node, OpenFile, Vma
@@ -64,6 +76,12 @@ PERF_EVENT_IOC_MODIFY_ATTRIBUTES = 0x4008240B
 
 #: attr.clockid -> our clock's name (``perf_event_set_clock``); no clockid: perf_clock.
 _CLOCKS = {1: "mono", 4: "mono_raw", 7: "boot"}
+#: include/uapi/asm-generic/poll.h
+POLLHUP = 0x10
+#: Live events one user may have (ours, not the kernel's: see docs/perf.md).
+EVENTS_MAX = 16384
+#: Bytes of rings one user's mappings may make us hold.
+RING_BYTES_MAX = 256 << 20
 
 
 def clock_name(attr: PerfEventAttr) -> str:
@@ -78,7 +96,8 @@ class PerfEvent:
     """One emulated event; also the record sink its user event calls."""
 
     def __init__(self, owner: PerfEvents, event_id: int, attr: PerfEventAttr, kind: Kind,
-                 event: TraceEvent | None, target: Task | None, cpu: int, owner_tgid: Tgid) -> None:
+                 event: TraceEvent | None, target: Task | None, cpu: int, owner_tgid: Tgid,
+                 owner_uid: int = 0) -> None:
         self.owner = owner
         self.id = event_id
         self.attr = attr
@@ -87,6 +106,19 @@ class PerfEvent:
         self.target = target
         self.cpu = cpu
         self.owner_tgid = owner_tgid
+        self.owner_uid = owner_uid
+        self.inheritance: Inheritance | None = None
+        if target is not None:
+            inherit = attr.has(Flag.INHERIT)
+            family = owner.family(target.tgid) if inherit else Family(frozenset(), frozenset())
+            self.inheritance = Inheritance(target, inherit, family, owner.ancestry)
+        #: Processes followed (inherit) that have not exited, target's included.
+        self.alive: set[Tgid] = {target.tgid} if target is not None else set()
+        #: The target task is gone (it exited).
+        self.target_gone = False
+        #: Side-band bits of real events redirected into this ring.
+        self.foreign_side_band = 0
+        self.side_band = SideBand(owner.image_of)
         self.clock = clock_name(attr)
         self.enabled = not attr.has(Flag.DISABLED) and not attr.has(Flag.ENABLE_ON_EXEC)
         #: The target's image at open while an exec is awaited (enable_on_exec).
@@ -110,11 +142,16 @@ class PerfEvent:
         return (self.enabled or self.exec_awaited is not None) and self.cpu in (-1, cpu)
 
     def record(self, entry: bytes, task: Task, accept: Accept | None = None) -> None:
-        target = self.target
-        if target is not None:
-            same = task.tgid == target.tgid if self.attr.has(Flag.INHERIT) else task.pid == target.pid
-            if not same:
+        forks: list[Lineage] = []
+        if self.inheritance is not None:
+            followed = self.inheritance.follows(task)
+            if followed is None:
                 return
+            forks = followed
+            for lineage in followed:
+                if lineage.pid not in self.alive and lineage.pid == lineage.tid:
+                    self.alive.add(lineage.pid)
+                    self.owner.follow(lineage.pid)
         execed = not self.enabled
         if execed:
             if self.owner.image_of(task.tgid) in (None, self.exec_awaited):
@@ -131,12 +168,38 @@ class PerfEvent:
                             cpu=task.cpu, entry=entry)
         ids = EventIds(id=self.id, stream_id=self.id)
         sink = self.output or self
-        if execed and self.attr.has(Flag.COMM):
-            # The exec's comm (perf_event_comm after perf_event_enable_on_exec);
-            # without it perf names the samples by the pre-exec comm.
-            comm = task.comm.encode("latin-1", "replace")
-            sink.deliver(comm_record(self.attr, ids, comm, facts, exec_=True), ids, facts, self)
+        # With enable_on_exec the first of these is the exec's COMM, which the
+        # kernel writes after enabling (perf_event_comm after
+        # perf_event_enable_on_exec): perf then names the workload.
+        flags = (self.attr.flags | sink.foreign_side_band) & SIDE_BAND
+        if flags:
+            for record in sink.side_band.before_sample(flags, self.attr, ids, facts, task.comm,
+                                                       forks):
+                sink.deliver(record, ids, facts, self)
         sink.deliver(sample_record(self.attr, ids, facts), ids, facts, self)
+
+    def exited(self, lineage: Lineage) -> None:
+        """A followed process is gone (``perf_event_exit_task``)."""
+        if lineage.pid not in self.alive:
+            return
+        self.alive.discard(lineage.pid)
+        sink = self.output or self
+        flags = (self.attr.flags | sink.foreign_side_band) & TASK_MATCH
+        if flags and sink.ring is not None:
+            ids = EventIds(id=self.id, stream_id=self.id)
+            facts = SampleFacts(pid=lineage.pid, tid=lineage.tid, time=self.owner.now(self.clock),
+                                cpu=max(self.cpu, 0), entry=b"")
+            sink.deliver(task_record(PERF_RECORD_EXIT, self.attr, ids, lineage, facts), ids,
+                         facts, self)
+        sink.side_band.forget(lineage.tid)
+        if self.target is not None and lineage.pid == self.target.tgid:
+            self.target_gone = True
+        if self.hup():
+            self.owner.generation += 1
+
+    def hup(self) -> bool:
+        """``is_event_hup``: the task is gone and no task it created is followed."""
+        return self.target_gone and not self.alive
 
     def deliver(self, record: bytes, ids: EventIds, facts: SampleFacts, source: PerfEvent) -> None:
         if self.ring is None:
@@ -183,6 +246,9 @@ class PerfEvent:
 
     def mapped(self, vma: Vma) -> None:
         data_pages = check_mapping(vma.nr_pages, vma.shared, vma.pgoff)
+        if not self.owner.reserve_ring(self, data_pages * PAGE_SIZE):
+            self.ring = None
+            return
         watermark = self.attr.wakeup_events if self.attr.has(Flag.WATERMARK) else None
         wakeup_events = 0 if self.attr.has(Flag.WATERMARK) else self.attr.wakeup_events
         ring = BackwardBuffer if self.attr.has(Flag.WRITE_BACKWARD) else PerfBuffer
@@ -190,6 +256,7 @@ class PerfEvent:
                                watermark=watermark)
 
     def unmapped(self) -> None:
+        self.owner.reserve_ring(self, 0)
         self.ring = None
 
     def map_read(self, offset: int, size: int) -> bytes:
@@ -254,6 +321,10 @@ class PerfEvent:
         if self.ring is not None:
             raise TracefsError(errno.EINVAL, "a mapped event keeps its ring")
         self.output = output
+        if output is not None:
+            # The ring now carries what this event asked to be told (an
+            # emulated side-band dummy's COMM, FORK, EXIT).
+            output.foreign_side_band |= self.attr.flags & SIDE_BAND
 
 
 class PerfFile(OpenFile):
@@ -268,8 +339,11 @@ class PerfFile(OpenFile):
         return read(self.perf.attr.read_format, [self.perf.counts()], size)
 
     def poll(self) -> int:
-        """``perf_poll``: without a ring, POLLHUP; else the ring's wakeup,
-        taken (``atomic_xchg(&rb->poll, 0)``): POLLIN once per wakeup."""
+        """``perf_poll``: POLLHUP once a per-task target is gone, or without a
+        ring; else the ring's wakeup, taken (``atomic_xchg(&rb->poll, 0)``):
+        POLLIN once per wakeup."""
+        if self.perf.hup():
+            return POLLHUP
         sink = self.perf.output or self.perf
         if sink.ring is None:
             self.perf.owner.find_mapping(sink.owner_tgid, sink.path)
@@ -311,19 +385,38 @@ class PerfEvents:
         self.read_tail: Callable[[PerfEvent], int | None] = lambda perf: None
         #: What tells a process's exec'd images apart (None: unknown).
         self.image_of: Callable[[Tgid], bytes | None] = lambda tgid: None
+        #: A process's threads and child processes now (for ``inherit``).
+        self.family: Callable[[Tgid], Family] = lambda tgid: Family(frozenset(), frozenset())
+        #: A process, its parent, its parent's parent, … (as far as known).
+        self.ancestry: Callable[[Tgid], list[Tgid]] = lambda tgid: [tgid]
+        #: Told of every process an event starts following (its exit is awaited).
+        self.follow: Callable[[Tgid], None] = lambda tgid: None
+        #: uid -> live events; uid -> ring bytes held; event id -> its ring's bytes.
+        self._events_of: dict[int, int] = {}
+        self._ring_bytes: dict[int, int] = {}
+        self._ring_of: dict[int, int] = {}
         self._events: dict[int, PerfEvent] = {}
         self._next_id = 1
         #: Moves whenever a ring woke its readers.
         self.generation = 0
 
+    def any_open(self) -> bool:
+        """Is a perf event of ours open (a file whose close may wait for us)?"""
+        return bool(self._events)
+
     def now(self, clock: str) -> int:
         return self._clocks[clock].read()
 
     def open(self, attr: PerfEventAttr, kind: Kind, event: TraceEvent | None,
-             target: Task | None, cpu: int, owner: Tgid) -> PerfEvent:
-        perf = PerfEvent(self, self._next_id, attr, kind, event, target, cpu, owner)
+             target: Task | None, cpu: int, owner: Tgid, uid: int = 0) -> PerfEvent:
+        if self._events_of.get(uid, 0) >= EVENTS_MAX:
+            raise TracefsError(errno.ENOMEM, f"uid {uid} has {EVENTS_MAX} perf events")
+        perf = PerfEvent(self, self._next_id, attr, kind, event, target, cpu, owner, uid)
+        self._events_of[uid] = self._events_of.get(uid, 0) + 1
         self._next_id += 1
         self._events[perf.id] = perf
+        if target is not None:
+            self.follow(target.tgid)
         if event is not None:
             event.files.append(perf)  # type: ignore[arg-type]
             event.attach(Probe.PERF)
@@ -337,6 +430,10 @@ class PerfEvents:
     def close(self, perf: PerfEvent) -> None:
         if self._events.pop(perf.id, None) is None:
             return
+        self.reserve_ring(perf, 0)
+        left = self._events_of.pop(perf.owner_uid) - 1
+        if left:
+            self._events_of[perf.owner_uid] = left
         for other in self._events.values():
             if other.output is perf:
                 other.output = None
@@ -344,6 +441,30 @@ class PerfEvents:
             perf.event.files.remove(perf)  # type: ignore[arg-type]
             perf.event.detach(Probe.PERF)
             self._changed(perf.event)
+
+    def reserve_ring(self, perf: PerfEvent, size: int) -> bool:
+        """Hold ``size`` bytes of ring for ``perf`` (0: none) within its user's budget."""
+        uid = perf.owner_uid
+        held = self._ring_bytes.get(uid, 0) - self._ring_of.pop(perf.id, 0)
+        fits = held + size <= RING_BYTES_MAX
+        if fits and size:
+            self._ring_of[perf.id] = size
+            held += size
+        if held:
+            self._ring_bytes[uid] = held
+        else:
+            self._ring_bytes.pop(uid, None)
+        return fits
+
+    def redirected(self, perf: PerfEvent, side_band: int) -> None:
+        """A real event's ``SET_OUTPUT`` into ``perf``: accepted, its output
+        dropped; the side-band records it asked for we write ourselves."""
+        perf.foreign_side_band |= side_band & SIDE_BAND
+
+    def exited(self, lineage: Lineage) -> None:
+        """A process is gone: every event following it says so."""
+        for perf in list(self._events.values()):
+            perf.exited(lineage)
 
     def by_path(self, name: str) -> PerfEvent | None:
         return self._events.get(int(name)) if name.isdigit() else None

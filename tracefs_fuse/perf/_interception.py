@@ -55,7 +55,8 @@ class Interception:
                   f"could not be installed: {os.strerror(code) if code else 'no answer'}); "
                   "perf sees the host kernel's events only", file=sys.stderr)
             return
-        self._supervisor = Supervisor(fds[0], service.prefix, service.on_open, service.on_ioctl)
+        self._supervisor = Supervisor(fds[0], service.prefix, service.on_open, service.on_ioctl,
+                                      service.on_redirect)
         self._supervisor.start()
 
     async def stop(self) -> None:

@@ -15,6 +15,9 @@
  *  - Caller memory is read with process_vm_readv and the notification is
  *    checked again (SECCOMP_IOCTL_NOTIF_ID_VALID) before its contents decide
  *    anything: the caller may have been killed and its tid reused.
+ *  - SET_OUTPUT of a real perf fd into one of ours (perf record -a's
+ *    side-band dummy) is asked about too: the kernel cannot find our fd's
+ *    event and would say EBADF.
  *  - One of ours is a file of our mount, opened here and installed in the
  *    caller with SECCOMP_IOCTL_NOTIF_ADDFD + SEND (5.14+), close-on-exec as
  *    PERF_FLAG_FD_CLOEXEC asks.
@@ -47,6 +50,8 @@
 #define NR_IOCTL_I386 54
 #define PERF_IOC_TYPE 0x2400u /* '$' << 8 */
 #define PERF_FLAG_FD_CLOEXEC 8u
+#define PERF_EVENT_IOC_SET_OUTPUT 0x2405u
+#define PERF_INODE "anon_inode:[perf_event]"
 #define ATTR_MAX 4096
 
 #ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
@@ -109,6 +114,7 @@ typedef struct {
 	int running;
 	PyObject *on_open;  /* (tid, attr bytes, pid, cpu, group_fd, flags) -> None|int|str */
 	PyObject *on_ioctl; /* (tid, path, cmd, arg) -> (int, bytes|None) */
+	PyObject *on_redirect; /* (tid, path of ours) -> 0 or -errno; NULL: never asked */
 	char prefix[512];   /* our perf files' directory, as /proc/<tid>/fd shows it */
 	size_t prefix_len;
 } Supervisor;
@@ -218,21 +224,59 @@ static void handle_open(Supervisor *s, const struct seccomp_notif *req)
 	PyGILState_Release(gil);
 }
 
+/* The name of tid's fd under our perf directory, or NULL (not ours). */
+static const char *our_name(Supervisor *s, pid_t tid, unsigned int fd, char *path, size_t size)
+{
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/%d/fd/%u", (int)tid, fd);
+	ssize_t n = readlink(link, path, size - 1);
+	if (n < 0)
+		n = 0; /* no such fd: "" is nobody's name */
+	path[n] = '\0';
+	if ((size_t)n <= s->prefix_len || memcmp(path, s->prefix, s->prefix_len) != 0)
+		return NULL;
+	return path + s->prefix_len;
+}
+
+/* SET_OUTPUT(real perf fd -> ours): 1 if answered, 0 to let the kernel answer. */
+static int handle_redirect(Supervisor *s, const struct seccomp_notif *req, const char *real)
+{
+	char path[1024];
+	const char *name;
+	if (s->on_redirect == NULL || (unsigned int)req->data.args[1] != PERF_EVENT_IOC_SET_OUTPUT
+	    || strcmp(real, PERF_INODE) != 0
+	    || (name = our_name(s, req->pid, (unsigned int)req->data.args[2], path,
+				sizeof(path))) == NULL)
+		return 0;
+	if (!still_valid(s, req))
+		return 1;
+	PyGILState_STATE gil = PyGILState_Ensure();
+	PyObject *answer = PyObject_CallFunction(s->on_redirect, "is", (int)req->pid, name);
+	long value = answer && PyLong_Check(answer) ? PyLong_AsLong(answer) : -EIO;
+	if (PyErr_Occurred())
+		PyErr_WriteUnraisable(s->on_redirect);
+	Py_XDECREF(answer);
+	PyGILState_Release(gil);
+	respond(s, req, value < 0 ? -1 : 0, value < 0 ? (int)value : 0, 0);
+	return 1;
+}
+
 static void handle_ioctl(Supervisor *s, const struct seccomp_notif *req)
 {
-	char link[64], path[1024];
-	snprintf(link, sizeof(link), "/proc/%d/fd/%d", (int)req->pid, (int)req->data.args[0]);
-	ssize_t n = readlink(link, path, sizeof(path) - 1);
-	if (n < 0 || (size_t)n <= s->prefix_len || memcmp(path, s->prefix, s->prefix_len) != 0) {
-		respond(s, req, 0, 0, 1); /* a real perf fd, or no perf fd at all */
+	char path[1024];
+	const char *name = our_name(s, req->pid, (unsigned int)req->data.args[0], path,
+				    sizeof(path));
+	if (name == NULL) {
+		/* a real perf fd, or no perf fd at all */
+		if (!handle_redirect(s, req, path))
+			respond(s, req, 0, 0, 1);
 		return;
 	}
-	path[n] = '\0';
 	if (!still_valid(s, req))
 		return;
 	PyGILState_STATE gil = PyGILState_Ensure();
 	PyObject *answer = PyObject_CallFunction(
-		s->on_ioctl, "isIK", (int)req->pid, path + s->prefix_len,
+		s->on_ioctl, "isIK", (int)req->pid, name,
 		(unsigned int)req->data.args[1], (unsigned long long)req->data.args[2]);
 	long value = -EIO;
 	const char *out = NULL;
@@ -287,11 +331,11 @@ static void *supervise(void *arg)
 
 static int Supervisor_init(Supervisor *s, PyObject *args, PyObject *kwds)
 {
-	static char *kw[] = {"listener", "prefix", "on_open", "on_ioctl", NULL};
+	static char *kw[] = {"listener", "prefix", "on_open", "on_ioctl", "on_redirect", NULL};
 	const char *prefix;
-	PyObject *on_open, *on_ioctl;
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "isOO", kw, &s->listener, &prefix, &on_open,
-					 &on_ioctl))
+	PyObject *on_open, *on_ioctl, *on_redirect = NULL;
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "isOO|O", kw, &s->listener, &prefix, &on_open,
+					 &on_ioctl, &on_redirect))
 		return -1;
 	if (strlen(prefix) >= sizeof(s->prefix)) {
 		PyErr_SetString(PyExc_ValueError, "prefix too long");
@@ -303,6 +347,8 @@ static int Supervisor_init(Supervisor *s, PyObject *args, PyObject *kwds)
 	Py_INCREF(on_ioctl);
 	s->on_open = on_open;
 	s->on_ioctl = on_ioctl;
+	Py_XINCREF(on_redirect);
+	s->on_redirect = on_redirect;
 	s->stop = eventfd(0, EFD_CLOEXEC);
 	if (s->stop < 0) {
 		PyErr_SetFromErrno(PyExc_OSError);
@@ -353,6 +399,7 @@ static void Supervisor_dealloc(Supervisor *s)
 		close(s->stop);
 	Py_XDECREF(s->on_open);
 	Py_XDECREF(s->on_ioctl);
+	Py_XDECREF(s->on_redirect);
 	Py_TYPE(s)->tp_free((PyObject *)s);
 }
 

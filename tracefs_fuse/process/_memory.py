@@ -84,6 +84,7 @@ import os
 import platform
 import select
 import struct
+import threading
 from collections.abc import Callable, Iterator
 from typing import cast
 
@@ -318,6 +319,53 @@ def _open_image(tgid: Tgid, mem: str, identify: Callable[[int], Identity | None]
     return Image(tgid, pidfd, memfd, identity, owner)
 
 
+#: How long pinning a fork copy may wait for the kernel when a descriptor of
+#: ours may be flushed by an exec (:attr:`ClientMemory.careful_pins`). An
+#: exec holds the new image's ``exec_update_lock`` while it closes its
+#: close-on-exec descriptors, and closing a perf file of ours is a FUSE_FLUSH
+#: that waits for the daemon; opening ``/proc/<pid>/mem`` (``mm_access``) waits
+#: for that lock. Past this, the child is exec'ing, so it is no fork copy.
+PIN_WAIT_S = 0.05
+
+
+def _open_image_within(seconds: float, tgid: Tgid, mem: str,
+                       identify: Callable[[int], Identity | None], owner: int) -> Image:
+    """:func:`_open_image` on a thread of its own, waited for ``seconds``.
+
+    Raises:
+        ProcessLookupError: (ESRCH) not done in time: the process is exec'ing.
+            The thread is left to finish; what it pins then is closed.
+    """
+    lock = threading.Lock()
+    done: list[Image | BaseException] = []
+    abandoned = False
+
+    def work() -> None:
+        try:
+            result: Image | BaseException = _open_image(tgid, mem, identify, owner)
+        except BaseException as exc:
+            result = exc
+        with lock:
+            if not abandoned:
+                done.append(result)
+                return
+        if isinstance(result, Image):
+            result.close()
+
+    thread = threading.Thread(target=work, name="tracefs-pin", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    with lock:
+        if not done:
+            abandoned = True
+            raise ProcessLookupError(errno.ESRCH, f"{tgid} did not let its mm be pinned within "
+                                                  f"{seconds} s: exec'ing")
+    result = done[0]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
 def _read_identity(tid: int, proc_dir: str, memfd: int,
                    layout: tuple[int, ...]) -> Identity | None:
     """The AT_RANDOM address from ``auxv`` and the bytes at it, through ``memfd``."""
@@ -399,6 +447,10 @@ class ClientMemory:
 
     def __init__(self, proc: str = "/proc", budget: FdBudget | None = None) -> None:
         self._proc = proc
+        #: Whether an exec may wait for us to answer a FUSE_FLUSH (a perf file
+        #: of ours is open somewhere): fork copies are then pinned within
+        #: :data:`PIN_WAIT_S` on a thread, never waited out (see there).
+        self.careful_pins: Callable[[], bool] = lambda: False
         self._images: dict[Tgid, Image] = {}
         self._budget = budget or FdBudget()
         #: (tgid, tid) of the request being served.
@@ -501,15 +553,19 @@ class ClientMemory:
                 raise error(errno.ESRCH, f"{tgid} is no copy of {origin.tgid}: {reason}")
             return origin.identity
 
-        image = self._pin(tgid, f"{self._proc}/{tgid}/mem", verify, origin.owner)
+        image = self._pin(tgid, f"{self._proc}/{tgid}/mem", verify, origin.owner,
+                          careful=self.careful_pins())
         self._copies_pinned += 1
         return image
 
     def _pin(self, tgid: Tgid, mem: str, identify: Callable[[int], Identity | None],
-             owner: int) -> Image:
+             owner: int, careful: bool = False) -> Image:
         self._budget.take(owner, IMAGE_FDS)
         try:
-            image = _open_image(tgid, mem, identify, owner)
+            if careful:
+                image = _open_image_within(PIN_WAIT_S, tgid, mem, identify, owner)
+            else:
+                image = _open_image(tgid, mem, identify, owner)
         except BaseException:
             self._budget.give(owner, IMAGE_FDS)
             raise

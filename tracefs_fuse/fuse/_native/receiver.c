@@ -264,6 +264,28 @@ static int is_fill(const unsigned char *req, size_t len)
            !(arg->read_flags & FUSE_READ_LOCKOWNER);
 }
 
+/* Writeback of a writable shared mapping (a perf ring's reader page):
+ * FUSE_WRITE_CACHE, "delayed write from page cache". */
+static int is_writeback(const unsigned char *req, size_t len)
+{
+    const struct fuse_in_header *in = (const void *)req;
+    const struct fuse_write_in *arg = (const void *)(in + 1);
+    return in->opcode == FUSE_WRITE && len >= sizeof(*in) + sizeof(*arg) &&
+           (arg->write_flags & FUSE_WRITE_CACHE);
+}
+
+static void reply_written(int dev_fd, const unsigned char *req)
+{
+    const struct fuse_in_header *in = (const void *)req;
+    const struct fuse_write_in *arg = (const void *)(in + 1);
+    struct {
+        struct fuse_out_header out;
+        struct fuse_write_out write;
+    } reply = {{.len = sizeof(reply), .error = 0, .unique = in->unique},
+               {.size = arg->size, .padding = 0}};
+    (void)!write(dev_fd, &reply, sizeof(reply));
+}
+
 /* A fill caused by one of the daemon's own threads: its access to a client's
  * memory faulted on a page of our own file. */
 static int own_fill(const unsigned char *req)
@@ -496,6 +518,16 @@ static void *receive(void *unused)
                                       memory_order_relaxed);
             rx_reply_err(rx.dev_fd,
                          ((const struct fuse_in_header *)buf)->unique, EIO);
+            continue;
+        }
+        if (is_writeback(buf, (size_t)n)) {
+            /* The daemon's pages are the truth: the stores are dropped.
+             * Answered here, never queued for the trio thread: the task
+             * waiting for it (munmap or exit of a writable shared mapping,
+             * fuse_vma_close's synchronous writeback, in the task's own
+             * context) may hold what that thread's next look at the task
+             * waits for. */
+            reply_written(rx.dev_fd, buf);
             continue;
         }
         if (rx.handler && rx.handler(buf, (size_t)n, rx.dev_fd)) {
