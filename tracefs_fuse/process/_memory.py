@@ -328,6 +328,11 @@ def _open_image(tgid: Tgid, mem: str, identify: Callable[[int], Identity | None]
 PIN_WAIT_S = 0.05
 
 
+class Execing(ProcessLookupError):
+    """(ESRCH) the process did not let its mm be pinned in time: it is exec'ing,
+    and reading its ``stat`` now would wait for that exec too."""
+
+
 def _open_image_within(seconds: float, tgid: Tgid, mem: str,
                        identify: Callable[[int], Identity | None], owner: int) -> Image:
     """:func:`_open_image` on a thread of its own, waited for ``seconds``.
@@ -358,7 +363,7 @@ def _open_image_within(seconds: float, tgid: Tgid, mem: str,
     with lock:
         if not done:
             abandoned = True
-            raise ProcessLookupError(errno.ESRCH, f"{tgid} did not let its mm be pinned within "
+            raise Execing(errno.ESRCH, f"{tgid} did not let its mm be pinned within "
                                                   f"{seconds} s: exec'ing")
     result = done[0]
     if isinstance(result, BaseException):

@@ -74,7 +74,8 @@ from ..engine._errors import TracefsError
 from ..engine._memory import Tgid
 from ..engine._user_events import UserEventRegistry
 from ._budget import BudgetExhausted
-from ._memory import PF_EXITING, PF_FORKNOEXEC, ClientMemory, Image, SharesMm, StatFacts, read_stat
+from ._memory import (PF_EXITING, PF_FORKNOEXEC, ClientMemory, Execing, Image, SharesMm, StatFacts,
+                      read_stat)
 from ._proc_events import (
     EventsLost,
     ExecEvent,
@@ -477,6 +478,10 @@ class ProcessTracker:
             # Not a copy (exec'd, shares the mm, gone): its own children may
             # still be copies of the origin.
             log.debug("fork %d -> %d not followed: %s", origin.tgid, pid, exc)
+            if isinstance(exc, Execing):
+                # Never read while it execs (its stat waits for the exec, the
+                # exec perhaps for us): what it forked before is not looked for.
+                self._hidden.discard(pid)
             self._lost[pid] = origin
             self._lost.move_to_end(pid)
             while len(self._lost) > _LOST_MAX:
