@@ -314,7 +314,9 @@ class PerfEvent:
         if output is not None:
             if output.cpu != self.cpu or output.clock != self.clock:
                 raise TracefsError(errno.EINVAL, "SET_OUTPUT across CPUs or clocks")
-            if output.cpu == -1 and output.target != self.target:
+            # hw.target is the task itself: its thread, not the facts (CPU, comm)
+            # a Task carries from the moment each event was opened.
+            if output.cpu == -1 and _tid(output.target) != _tid(self.target):
                 raise TracefsError(errno.EINVAL, "SET_OUTPUT across tasks")
             if output.attr.has(Flag.WRITE_BACKWARD) != self.attr.has(Flag.WRITE_BACKWARD):
                 raise TracefsError(errno.EINVAL, "SET_OUTPUT across ring directions")
@@ -325,6 +327,10 @@ class PerfEvent:
             # The ring now carries what this event asked to be told (an
             # emulated side-band dummy's COMM, FORK, EXIT).
             output.foreign_side_band |= self.attr.flags & SIDE_BAND
+
+
+def _tid(task: Task | None) -> int | None:
+    return None if task is None else task.pid
 
 
 class PerfFile(OpenFile):
