@@ -20,6 +20,7 @@ import sys
 
 import trio
 
+from ..engine._perf_event_attr import SIDE_BAND
 from ._service import PerfService
 from ._supervisor import Supervisor, install_filter
 
@@ -56,7 +57,7 @@ class Interception:
                   "perf sees the host kernel's events only", file=sys.stderr)
             return
         self._supervisor = Supervisor(fds[0], service.prefix, service.on_open, service.on_ioctl,
-                                      service.on_redirect)
+                                      SIDE_BAND, service.on_redirect)
         self._supervisor.start()
 
     async def stop(self) -> None:

@@ -9,9 +9,11 @@
  *    the supervisor; everything else is allowed without a round trip.
  *  - The supervisor is a plain thread of ours, never the trio thread: what it
  *    does (opening our perf files) causes FUSE requests the trio thread serves.
- *    It asks Python only about perf_event_open calls and about ioctls on our
- *    own files; everything else continues to the kernel at once
- *    (SECCOMP_USER_NOTIF_FLAG_CONTINUE), untouched.
+ *    It asks Python only about the perf_event_open calls that may be ours
+ *    (must_ask) and about ioctls on our own files; everything else continues
+ *    to the kernel at once (SECCOMP_USER_NOTIF_FLAG_CONTINUE), untouched: a
+ *    program's own hardware and software counters cost the notification's
+ *    round trip only.
  *  - Caller memory is read with process_vm_readv and the notification is
  *    checked again (SECCOMP_IOCTL_NOTIF_ID_VALID) before its contents decide
  *    anything: the caller may have been killed and its tid reused.
@@ -32,6 +34,7 @@
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/perf_event.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
@@ -49,8 +52,6 @@
 #define NR_PERF_EVENT_OPEN_I386 336
 #define NR_IOCTL_I386 54
 #define PERF_IOC_TYPE 0x2400u /* '$' << 8 */
-#define PERF_FLAG_FD_CLOEXEC 8u
-#define PERF_EVENT_IOC_SET_OUTPUT 0x2405u
 #define PERF_INODE "anon_inode:[perf_event]"
 #define ATTR_MAX 4096
 
@@ -115,6 +116,7 @@ typedef struct {
 	PyObject *on_open;  /* (tid, attr bytes, pid, cpu, group_fd, flags) -> None|int|str */
 	PyObject *on_ioctl; /* (tid, path, cmd, arg) -> (int, bytes|None) */
 	PyObject *on_redirect; /* (tid, path of ours) -> 0 or -errno; NULL: never asked */
+	uint64_t side_band; /* the attr flags that ask for side-band records */
 	char prefix[512];   /* our perf files' directory, as /proc/<tid>/fd shows it */
 	size_t prefix_len;
 } Supervisor;
@@ -134,6 +136,31 @@ static int still_valid(Supervisor *s, const struct seccomp_notif *req)
 {
 	__u64 id = req->id;
 	return ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
+/*
+ * Whether a perf_event_open with this attr (got bytes of it) may be ours, or
+ * must be seen by Python although the kernel answers it: a tracepoint (ours
+ * if its id is), a PERF_COUNT_SW_DUMMY (a leader one_collect pairs with ours,
+ * or perf's side-band dummy standing in rootless), and any event asking for
+ * side-band records (remembered for a later SET_OUTPUT into ours). What it
+ * cannot read is asked about too: Python gives the kernel's answer.
+ *
+ * struct perf_event_attr { __u32 type; __u32 size; __u64 config; ...
+ *                          __u64 flags bit fields at offset 40; ... }
+ */
+static int must_ask(const unsigned char *attr, size_t got, uint64_t side_band)
+{
+	__u32 type;
+	__u64 config, flags;
+	if (got < 48)
+		return 1;
+	memcpy(&type, attr, sizeof(type));
+	memcpy(&config, attr + 8, sizeof(config));
+	memcpy(&flags, attr + 40, sizeof(flags));
+	return type == PERF_TYPE_TRACEPOINT
+	       || (type == PERF_TYPE_SOFTWARE && config == PERF_COUNT_SW_DUMMY)
+	       || (flags & side_band) != 0;
 }
 
 static ssize_t read_caller(pid_t tid, uint64_t addr, void *buf, size_t size)
@@ -214,6 +241,10 @@ static void handle_open(Supervisor *s, const struct seccomp_notif *req)
 	}
 	if (!still_valid(s, req))
 		return;
+	if (!must_ask(attr, (size_t)got, s->side_band)) {
+		respond(s, req, 0, 0, 1);
+		return;
+	}
 	PyGILState_STATE gil = PyGILState_Ensure();
 	PyObject *answer = PyObject_CallFunction(
 		s->on_open, "iy#iiiK", (int)req->pid, (const char *)attr, (Py_ssize_t)got,
@@ -331,11 +362,13 @@ static void *supervise(void *arg)
 
 static int Supervisor_init(Supervisor *s, PyObject *args, PyObject *kwds)
 {
-	static char *kw[] = {"listener", "prefix", "on_open", "on_ioctl", "on_redirect", NULL};
+	static char *kw[] = {"listener", "prefix", "on_open", "on_ioctl", "side_band",
+			     "on_redirect", NULL};
 	const char *prefix;
 	PyObject *on_open, *on_ioctl, *on_redirect = NULL;
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "isOO|O", kw, &s->listener, &prefix, &on_open,
-					 &on_ioctl, &on_redirect))
+	unsigned long long side_band;
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "isOOK|O", kw, &s->listener, &prefix,
+					 &on_open, &on_ioctl, &side_band, &on_redirect))
 		return -1;
 	if (strlen(prefix) >= sizeof(s->prefix)) {
 		PyErr_SetString(PyExc_ValueError, "prefix too long");
@@ -343,6 +376,7 @@ static int Supervisor_init(Supervisor *s, PyObject *args, PyObject *kwds)
 	}
 	strcpy(s->prefix, prefix);
 	s->prefix_len = strlen(prefix);
+	s->side_band = side_band;
 	Py_INCREF(on_open);
 	Py_INCREF(on_ioctl);
 	s->on_open = on_open;
@@ -420,7 +454,22 @@ static PyTypeObject SupervisorType = {
 	.tp_methods = Supervisor_methods,
 };
 
+/* must_ask(attr, side_band) -> bool, for the tests: the rule the thread uses. */
+static PyObject *py_must_ask(PyObject *self, PyObject *args)
+{
+	(void)self;
+	Py_buffer attr;
+	unsigned long long side_band;
+	if (!PyArg_ParseTuple(args, "y*K", &attr, &side_band))
+		return NULL;
+	int ask = must_ask(attr.buf, (size_t)attr.len, side_band);
+	PyBuffer_Release(&attr);
+	return PyBool_FromLong(ask);
+}
+
 static PyMethodDef module_methods[] = {
+	{"must_ask", py_must_ask, METH_VARARGS,
+	 "Whether the supervisor asks Python about a perf_event_open with this attr."},
 	{"install_filter", install_filter, METH_NOARGS,
 	 "Install the perf filter on this thread; returns the listener fd."},
 	{NULL, NULL, 0, NULL},
