@@ -231,3 +231,31 @@ def test_run_ctrl_c_at_a_terminal_reaches_the_command_once() -> None:
         assert proc.wait(timeout=30) == 0
         assert said.read() == b""  # not a second time
     os.close(master)
+
+
+def test_run_outlives_an_abort_of_its_connection() -> None:
+    """Root aborts run's FUSE connection (fusectl) while the command runs: the
+    command sees ENOTCONN, run returns its status and says why (it segfaulted
+    ending a session that had already ended)."""
+    if not os.path.ismount("/sys/fs/fuse/connections"):
+        subprocess.run(["mount", "-t", "fusectl", "none", "/sys/fs/fuse/connections"],
+                       check=True)
+    dev_r, dev_w = os.pipe()
+    go_r, go_w = os.pipe()
+    script = (f"stat -c %d /sys/kernel/tracing >&{dev_w}; read go <&{go_r}; "
+              "cat /sys/kernel/tracing/tracing_on; echo cat=$?; exit 5")
+    proc = subprocess.Popen([*RUN, "bash", "-c", script], pass_fds=(dev_w, go_r),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(dev_w)
+    os.close(go_r)
+    with os.fdopen(dev_r) as f:  # run holds the pipe too: a line, not EOF
+        connection = os.minor(int(f.readline()))
+    with open(f"/sys/fs/fuse/connections/{connection}/abort", "w") as f:
+        f.write("1")
+    os.write(go_w, b"go\n")
+    os.close(go_w)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 5, err
+    assert out.splitlines() == ["cat=1"]
+    assert "Transport endpoint is not connected" in err
+    assert "the mount ended before the command did" in err

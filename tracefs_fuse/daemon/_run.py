@@ -43,7 +43,7 @@ from typing import BinaryIO
 
 import trio
 
-from ..fuse._session import terminate
+from ..fuse._session import serving, terminate
 from ..host import _environment, _namespace
 from ..engine import EnablePattern, Tracefs
 from ..engine._events import TraceEvent
@@ -190,6 +190,10 @@ async def _serve_and_run(config: MountConfig, argv: list[str],
         await finish_recording(recording)
         for line in [*refusals.summary(), *matches.summary()]:
             print(f"tracefs-fuse: {line}", file=sys.stderr)
+        if not serving():
+            print("tracefs-fuse run: the mount ended before the command did (its FUSE "
+                  "connection was aborted, /sys/fs/fuse/connections/N/abort); the command "
+                  "saw ENOTCONN from then on", file=sys.stderr)
         terminate()  # unmount; the daemon's tasks then end by themselves
     return status
 

@@ -211,9 +211,22 @@ def bridge_status() -> BridgeStatus:
     return BridgeStatus(**_bridge.status())
 
 
+#: pyfuse3's session is open (from init to close). A connection aborted
+#: through /sys/fs/fuse/connections ends :func:`serve` under us; pyfuse3's
+#: terminate() after that would touch the freed session (a segfault).
+_session_open = False
+
+
+def serving() -> bool:
+    """Whether :func:`serve` still serves (the mount was not ended under us)."""
+    return _session_open
+
+
 def terminate() -> None:
-    """Make :func:`serve` unmount and return; call from the trio thread."""
-    pyfuse3.terminate()
+    """Make :func:`serve` unmount and return, if it still serves; call from
+    the trio thread."""
+    if _session_open:
+        pyfuse3.terminate()
 
 
 class _ProbeAnswering:
@@ -317,8 +330,10 @@ async def serve(operations: pyfuse3.Operations, handler: BridgeHandler,
             imported first, custom io missing, ALLOW_MMAP not granted, probe
             ioctl not seen); the filesystem was unmounted.
     """
+    global _session_open
     _bridge.install(_ProbeAnswering(handler))
     pyfuse3.init(operations, mountpoint, set(options))
+    _session_open = True
     failure: BridgeInactiveError | None = None
     try:
         _check_hooks(bridge_status())
@@ -339,6 +354,7 @@ async def serve(operations: pyfuse3.Operations, handler: BridgeHandler,
                           status.reply_flags2)
                 task_status.started(status)
     finally:
+        _session_open = False
         pyfuse3.close(unmount=True)
     if failure is not None:
         raise failure
