@@ -69,6 +69,32 @@ def test_run_without_sudo_makes_the_command_root(
     assert (user_dir / "made-inside").stat().st_uid == ordinary_user.uid
 
 
+@pytest.mark.parametrize("mode", [0o755, 0o700], ids=["reachable", "closed"])
+def test_run_without_sudo_lists_ours_before_a_host_tracefs_elsewhere(
+        ordinary_user: User, mode: int) -> None:
+    """A tracefs the host mounted somewhere else is locked in the user
+    namespace (it cannot be detached there; under root's 0700 directory the
+    user cannot even reach it): run still starts, and tools that take the
+    first tracefs line of /proc/mounts (perf, libtracefs) find ours. Before,
+    they found the host's (perf: "No permissions to read …"), and a closed
+    one made run fail (EACCES from its umount)."""
+    parent = Path(tempfile.mkdtemp(prefix="tfuse-host-"))
+    parent.chmod(mode)
+    elsewhere = parent / "tracing"
+    elsewhere.mkdir()
+    subprocess.run(["mount", "-t", "tracefs", "nodev", str(elsewhere)], check=True)
+    try:
+        rc, out, err = run_as_user(
+            ordinary_user, "sh", "-c", "awk '$3 == \"tracefs\" { print $2 }' /proc/mounts")
+    finally:
+        subprocess.run(["umount", str(elsewhere)], check=True)
+        shutil.rmtree(parent)
+    assert rc == 0, err
+    listed = out.splitlines()
+    assert listed[0] == TRACING  # others' tracefs (other tests' too) may follow
+    assert str(elsewhere) in listed[1:]
+
+
 def test_run_without_sudo_serves_the_mainline_flow(
         ordinary_user: User, client) -> None:  # type: ignore[no-untyped-def]
     flow = client("ue_flow")

@@ -141,11 +141,13 @@ def detach_other_tracefs() -> None:
             continue
         if libc.umount2(os.fsencode(point), MNT_DETACH) != 0:
             err = ctypes.get_errno()
-            if fstype == "tracefs" and err != errno.EINVAL:
+            if fstype == "tracefs" and err not in (errno.EINVAL, errno.EACCES):
                 raise OSError(err, f"umount {point}: {os.strerror(err)}")
-            # EINVAL: a user namespace locks the host's mounts. For another
-            # user's tracefs-fuse mount also EACCES (its path is closed to
-            # us), ENOTCONN (its daemon died): it stays, as outside.
+            # EINVAL: a user namespace locks the host's mounts; EACCES: its
+            # path is closed to us (a tracefs under root's 0700 directory, or
+            # another user's tracefs-fuse mount). For another user's
+            # tracefs-fuse mount also ENOTCONN (its daemon died): it stays, as
+            # outside.
             log.info("the host's %s at %s cannot be detached here (%s): tools that take "
                      "the first tracefs in /proc/mounts may pick it, and umount outside "
                      "leaves its daemon running while we do", fstype, point,
@@ -191,7 +193,9 @@ def list_tracefs() -> bool:
     ``/proc/mounts`` is a symlink (``self/mounts``); a copy of this
     namespace's mounts, with the line a real tracefs beneath ours would add,
     is mounted over the symlink itself (``move_mount`` without
-    ``MOVE_MOUNT_T_SYMLINKS`` does not follow it). Only that name changes:
+    ``MOVE_MOUNT_T_SYMLINKS`` does not follow it). The line comes first among
+    the tracefs lines: a host's tracefs elsewhere, locked in a user namespace,
+    stays listed after it. Only that name changes:
     ``/proc/self/mounts`` and ``mountinfo`` stay the kernel's, and the copy
     is of the mounts as the command starts.
 
@@ -202,9 +206,12 @@ def list_tracefs() -> bool:
         return True
     with open("/proc/self/mounts") as f:
         lines = f.readlines()
-    ours = next((i for i, line in enumerate(lines) if line.split()[1:3] == [TRACING, "fuse.tracefs"]),
-                len(lines))
-    lines.insert(ours, TRACEFS_LINE)
+    # Before ours, and before any tracefs the host mounted elsewhere that this
+    # namespace could not detach (tools take the first line of type tracefs).
+    first = next((i for i, line in enumerate(lines)
+                  if line.split()[2:3] == ["tracefs"]
+                  or line.split()[1:3] == [TRACING, "fuse.tracefs"]), len(lines))
+    lines.insert(first, TRACEFS_LINE)
     fd, copy = tempfile.mkstemp(prefix="tracefs-fuse-mounts-")
     try:
         with os.fdopen(fd, "w") as f:
