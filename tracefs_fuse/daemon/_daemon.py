@@ -36,7 +36,7 @@ from ..engine._tracefs import Tracefs
 from ..fuse._fast_path import NativeWrites, host_clocks
 from ..fuse._mmap import MappingTracker
 from ..fuse._operations import TracefsOperations
-from ..fuse._pagepush import PagePusher
+from ..fuse._pagepush import PagePusher, Store
 from ..fuse._requests import RequestHandler
 from ..fuse._session import (
     access_begin,
@@ -195,8 +195,14 @@ class Daemon:
         """Wake readers if data arrived; queue page stores for mappings.
 
         Returns:
-            The event a reply must wait for (its pages stored), or None.
+            The event a caller must wait for (its pages stored), or None.
         """
+        stores = self.take_changes()
+        return self.pages.push(stores) if stores else None
+
+    def take_changes(self) -> list[Store]:
+        """Wake readers if data arrived; the page stores mappings now need
+        (a request's reply goes to the storer with them: _pagepush)."""
         generation = self.engine.generation
         if generation != self._generation:
             self._generation = generation
@@ -210,7 +216,7 @@ class Daemon:
             inode = self.ops.inodes.known(update.path)
             if inode is not None:  # never looked up: nobody can have it mapped
                 stores.append((inode, update.offset, update.data))
-        return self.pages.push(stores) if stores else None
+        return stores
 
     # -- serving ---------------------------------------------------------------------------------
 
@@ -256,7 +262,7 @@ class Daemon:
                 self.handler = RequestHandler(
                     self.ops, nursery, self.mappings, writer_task=self.writer_task,
                     control_task=self.control_task, caller=self.caller,
-                    changed=self.publish, native=self.native,
+                    changed=self.take_changes, pages=self.pages, native=self.native,
                     read_memory=self.read_caller_memory)
                 self.native.start(self.publish)
                 log.info("%s", self.tracker.describe())

@@ -48,6 +48,7 @@
 
 #include "_native/fastpath.h"
 #include "_native/receiver.h"
+#include "_native/storer.h"
 
 /* fs/fuse/fuse_i.h: what a connection gets without FUSE_MAX_PAGES. */
 #define FUSE_DEFAULT_MAX_PAGES_PER_REQ 32
@@ -959,8 +960,10 @@ BRIDGE_EXPORT void fuse_session_unmount(struct fuse_session *se)
     static void (*real)(struct fuse_session *);
     if (!real && !(real = real_symbol("fuse_session_unmount")))
         return;
-    if (se == hooked_se)
+    if (se == hooked_se) {
+        st_stop();  /* its stores and replies go out through the receiver's fd */
         stop_receiver(se);
+    }
     real(se);
 }
 
@@ -970,6 +973,7 @@ BRIDGE_EXPORT void fuse_session_destroy(struct fuse_session *se)
     if (!real && !(real = real_symbol("fuse_session_destroy")))
         return;
     if (se == hooked_se) {
+        st_stop();
         stop_receiver(se);  /* destroy without unmount */
         /* Outstanding Requests now reply into the void instead of into a
          * freed session. */
@@ -1166,6 +1170,124 @@ static PyObject *bridge_set_drain(PyObject *mod, PyObject *cb)
     Py_RETURN_NONE;
 }
 
+/* --- Page stores (fuse/_pagepush.py; _native/storer.c) ----------------------- */
+
+/* store(stores, req=None, reply=0, value=0, signal=False) -> int: queue
+ * [(inode, offset, bytes), ...] for the storer thread, then req's reply of
+ * kind `reply` (REPLY_WRITE: count; REPLY_ERR: errno; REPLY_IOCTL: result,
+ * no data) once they are stored.  The batch's sequence number (compare
+ * stored()); 0 when no session is hooked (nothing to store into). */
+static PyObject *bridge_store(PyObject *mod, PyObject *args, PyObject *kwargs)
+{
+    (void)mod;
+    static char *kwlist[] = {"stores", "req", "reply", "value", "signal",
+                             NULL};
+    PyObject *seq_obj, *req_obj = Py_None;
+    int reply = ST_REPLY_NONE, signal = 0;
+    long long value = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OiLp:store", kwlist,
+                                     &seq_obj, &req_obj, &reply, &value,
+                                     &signal))
+        return NULL;
+    Request *self = NULL;
+    enum req_kind kind = 0;
+    if (req_obj != Py_None) {
+        if (!PyObject_TypeCheck(req_obj, &RequestType)) {
+            PyErr_SetString(PyExc_TypeError, "req must be a Request or None");
+            return NULL;
+        }
+        self = (Request *)req_obj;
+        switch (reply) {
+        case ST_REPLY_WRITE:
+            kind = KIND_WRITE;
+            break;
+        case ST_REPLY_IOCTL:
+            kind = KIND_IOCTL;
+            break;
+        case ST_REPLY_ERR:
+            if (value <= 0 || value >= 1000) {
+                PyErr_Format(PyExc_ValueError, "errno out of range: %lld",
+                             value);
+                return NULL;
+            }
+            break;
+        default:
+            PyErr_Format(PyExc_ValueError, "no such reply: %d", reply);
+            return NULL;
+        }
+    } else if (reply != ST_REPLY_NONE) {
+        PyErr_SetString(PyExc_ValueError, "a reply needs a req");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(seq_obj, "stores must be a sequence");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    struct st_store *stores = PyMem_Calloc((size_t)n + 1, sizeof(*stores));
+    Py_buffer *views = PyMem_Calloc((size_t)n + 1, sizeof(*views));
+    PyObject *res = NULL;
+    Py_ssize_t held = 0;
+    if (!stores || !views) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (; held < n; held++) {
+        unsigned long long ino, offset;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, held), "KKy*",
+                              &ino, &offset, &views[held]))
+            goto out;
+        stores[held] = (struct st_store){ino, offset, views[held].buf,
+                                         (size_t)views[held].len};
+    }
+    fuse_req_t req = NULL;
+    int taken = 0;
+    if (self && (taken = request_take(self, kind, &req)) < 0)
+        goto out;
+    if (!hooked_se) {  /* no session: nothing maps our files */
+        res = PyLong_FromLong(0);
+        goto out;
+    }
+    /* A stale request (taken == 0) is not replied; its stores still go. */
+    long long pushed = st_push(hooked_se, stores, (size_t)n,
+                               taken > 0 ? req : NULL,
+                               taken > 0 ? reply : ST_REPLY_NONE,
+                               value, signal);
+    if (pushed < 0) {
+        if (taken > 0)
+            self->req = req;  /* still the caller's to answer */
+        errno = (int)-pushed;
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto out;
+    }
+    res = PyLong_FromLongLong(pushed);
+out:
+    for (Py_ssize_t i = 0; i < held; i++)
+        PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(stores);
+    Py_DECREF(seq);
+    return res;
+}
+
+static PyObject *bridge_stored(PyObject *mod, PyObject *noargs)
+{
+    (void)mod;
+    (void)noargs;
+    return PyLong_FromUnsignedLongLong(st_stored());
+}
+
+static PyObject *bridge_store_fd(PyObject *mod, PyObject *noargs)
+{
+    (void)mod;
+    (void)noargs;
+    int fd = st_event_fd();
+    if (fd < 0) {
+        errno = -fd;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return PyLong_FromLong(fd);
+}
+
 /* Around every access of the Python thread to client memory: a queued page
  * fill it waits for is refused once it has waited too long (receiver.c). */
 static PyObject *bridge_access_begin(PyObject *mod, PyObject *const *args,
@@ -1279,6 +1401,8 @@ static PyObject *bridge_status(PyObject *mod, PyObject *noargs)
     rx_get_stats(&rxs);
     struct fp_stats fps;
     fp_get_stats(&fps);
+    struct st_stats sts;
+    st_get_stats(&sts);
     PyObject *declined = PyDict_New();
     if (!declined)
         return NULL;
@@ -1333,6 +1457,11 @@ static PyObject *bridge_status(PyObject *mod, PyObject *noargs)
         PUT_INT(d, "fast_staged", fps.staged) ||
         PUT_INT(d, "fast_drains", fast_drains) ||
         PUT_INT(d, "fast_task_refreshes", fps.task_refreshes) ||
+        PUT_INT(d, "store_batches", sts.batches) ||
+        PUT_INT(d, "stores", sts.stores) ||
+        PUT_INT(d, "store_errors", sts.store_errors) ||
+        PUT_INT(d, "stored_replies", sts.replies) ||
+        PUT_INT(d, "store_queue_peak", sts.queue_peak) ||
         put(d, "fast_declined", declined)) {
         Py_DECREF(d);
         return NULL;
@@ -1383,6 +1512,14 @@ static PyMethodDef bridge_methods[] = {
     {"request_limits", bridge_request_limits, METH_NOARGS,
      "request_limits() -> (max_write, max_pages): what FUSE_INIT settled "
      "(0, 0 before it)"},
+    {"store", (PyCFunction)(void (*)(void))bridge_store,
+     METH_VARARGS | METH_KEYWORDS,
+     "store(stores, req=None, reply=0, value=0, signal=False) -> int: queue "
+     "[(inode, offset, bytes)] for the storer thread, then req's reply"},
+    {"stored", bridge_stored, METH_NOARGS,
+     "stored() -> int: the sequence number of the last batch stored"},
+    {"store_fd", bridge_store_fd, METH_NOARGS,
+     "store_fd() -> int: an eventfd written when a signal batch is stored"},
     {"status", bridge_status, METH_NOARGS,
      "status() -> dict: hooks in place, INIT negotiation, counters."},
     {NULL, NULL, 0, NULL},
@@ -1466,7 +1603,10 @@ PyMODINIT_FUNC PyInit__bridge(void)
         PyModule_AddIntConstant(m, "FOPEN_PARALLEL_DIRECT_WRITES",
                                 FOPEN_PARALLEL_DIRECT_WRITES) < 0 ||
         PyModule_AddIntConstant(m, "FUSE_IOCTL_COMPAT", FUSE_IOCTL_COMPAT) < 0 ||
-        PyModule_AddIntConstant(m, "FUSE_IOCTL_DIR", FUSE_IOCTL_DIR) < 0) {
+        PyModule_AddIntConstant(m, "FUSE_IOCTL_DIR", FUSE_IOCTL_DIR) < 0 ||
+        PyModule_AddIntConstant(m, "REPLY_WRITE", ST_REPLY_WRITE) < 0 ||
+        PyModule_AddIntConstant(m, "REPLY_ERR", ST_REPLY_ERR) < 0 ||
+        PyModule_AddIntConstant(m, "REPLY_IOCTL", ST_REPLY_IOCTL) < 0) {
         Py_DECREF(m);
         return NULL;
     }

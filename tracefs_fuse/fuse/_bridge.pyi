@@ -2,6 +2,7 @@
 holds this stub to the built extension with ``mypy.stubtest``."""
 
 from typing_extensions import Buffer
+from collections.abc import Sequence
 from typing import Any, Protocol, final
 
 FOPEN_DIRECT_IO: int
@@ -12,6 +13,9 @@ FOPEN_NOFLUSH: int
 FOPEN_PARALLEL_DIRECT_WRITES: int
 FUSE_IOCTL_COMPAT: int
 FUSE_IOCTL_DIR: int
+REPLY_WRITE: int
+REPLY_ERR: int
+REPLY_IOCTL: int
 
 @final
 class Request:
@@ -64,4 +68,8 @@ def access_end() -> bool: ...
 def set_own_device(major: int, minor: int, /) -> None: ...
 def perfmon_capable(tid: int, /) -> bool: ...
 def request_limits() -> tuple[int, int]: ...
+def store(stores: Sequence[tuple[int, int, Buffer]], req: Request | None = None,
+          reply: int = 0, value: int = 0, signal: bool = False) -> int: ...
+def stored() -> int: ...
+def store_fd() -> int: ...
 def status() -> dict[str, Any]: ...

@@ -3,57 +3,71 @@
 ``FUSE_NOTIFY_STORE`` makes the kernel lock the page-cache folios it fills.
 A client faulting on one of those pages holds that lock while it waits for
 our answer to its read. Stored from the thread that answers requests, the two
-would wait for each other for ever; so stores go to a worker thread (pyfuse3
-releases the GIL around ``fuse_lowlevel_notify_store``) while the trio thread
-keeps answering.
+would wait for each other for ever; so stores go to the bridge's storer
+thread (``_native/storer.c``) while the trio thread keeps answering.
 
 Rules:
   * Batches are stored one at a time, in the order they were made, so an
     older image of a page never lands after a newer one.
-  * A request whose effect must be visible in mappings when it returns (a
-    write to ``enable`` with the old ABIs' page mapped, ``GET_READER``)
-    replies only once its batch is stored: :meth:`PagePusher.push` returns the
-    event to wait for.
+  * A request whose effect must be visible in mappings when it returns (an
+    event write with a perf consumer, a write to ``enable`` with the old ABIs'
+    page mapped, ``GET_READER``) hands its reply to the storer with its
+    batch (:meth:`PagePusher.push_then_reply`): the reply leaves that thread
+    right after the last store, with no handoff back to trio.
+  * Code outside a request that must wait for its stores gets a trio event
+    (:meth:`PagePusher.push`), set once the storer reports the batch stored.
 """
 
 from __future__ import annotations
 
-import logging
-import math
+import os
 
 import trio
 
-from ._session import pyfuse3
-
-log = logging.getLogger(__name__)
+from ._session import Request, native
 
 #: (inode, file offset, bytes) to store.
 Store = tuple[int, int, bytes]
 
-
-def _store_all(stores: list[Store]) -> None:
-    for inode, offset, data in stores:
-        try:
-            pyfuse3.notify_store(inode, offset, data)
-        except OSError as exc:
-            # ENOENT: the kernel has forgotten the inode, so nothing maps it.
-            log.debug("notify_store inode %d: %s", inode, exc)
+#: How the storer replies: fuse_reply_write(count), fuse_reply_err(errno),
+#: fuse_reply_ioctl(result) without data.
+REPLY_WRITE: int = native.REPLY_WRITE
+REPLY_ERR: int = native.REPLY_ERR
+REPLY_IOCTL: int = native.REPLY_IOCTL
 
 
 class PagePusher:
-    """One worker thread's worth of ordered page stores."""
+    """The storer thread's queue, seen from trio."""
 
     def __init__(self) -> None:
-        self._send, self._receive = trio.open_memory_channel[tuple[list[Store], trio.Event]](
-            math.inf)
+        #: Batch sequence number -> the event set once it is stored.
+        self._waiting: dict[int, trio.Event] = {}
 
     def push(self, stores: list[Store]) -> trio.Event:
         """Queue a batch; the event is set once it is stored."""
         done = trio.Event()
-        self._send.send_nowait((stores, done))
+        seq = native.store(stores, signal=True)
+        if seq <= native.stored():  # no session: nothing to wait for
+            done.set()
+        else:
+            self._waiting[seq] = done
         return done
 
+    def push_then_reply(self, stores: list[Store], req: Request, reply: int,
+                        value: int) -> None:
+        """Queue a batch and ``req``'s reply (``REPLY_*`` with ``value``),
+        sent once the batch is stored."""
+        native.store(stores, req, reply, value)
+
     async def run(self) -> None:
-        async for stores, done in self._receive:
-            await trio.to_thread.run_sync(_store_all, stores)
-            done.set()
+        """Set the events of batches stored (the storer writes an eventfd)."""
+        fd = native.store_fd()
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            try:
+                os.eventfd_read(fd)
+            except BlockingIOError:
+                continue
+            stored = native.stored()
+            for seq in [seq for seq in self._waiting if seq <= stored]:
+                self._waiting.pop(seq).set()

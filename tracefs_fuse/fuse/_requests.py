@@ -18,7 +18,8 @@ Rules:
     blocked read does, for ``buffer_percent`` (``tracing_buffers_ioctl``);
     ``ioctl(fd, 0)`` ends the wait and the reader is taken anyway.
   * After anything that may have produced data or changed state that clients
-    map, :meth:`RequestHandler.changed` runs the daemon's publication hook.
+    map, :meth:`RequestHandler.changed` runs the daemon's publication hook; a
+    reply that waits for page stores is sent by the storer thread after them.
 
 Caveat: a read blocked when ``ioctl(fd, 0)`` wakes its file returns EAGAIN
 instead of blocking again. The kernel's reader re-checks ``O_NONBLOCK`` (which
@@ -49,6 +50,7 @@ from ._fast_path import NativeWrites
 from ._inodes import Path
 from ._mmap import MappingTracker
 from ._operations import TracefsOperations
+from ._pagepush import REPLY_ERR, REPLY_IOCTL, REPLY_WRITE, PagePusher, Store
 from ._session import Request, request_limits
 from ._whole_write import WholeWrite, whole_write
 
@@ -69,7 +71,7 @@ class RequestHandler:
     def __init__(self, ops: TracefsOperations, nursery: trio.Nursery, mappings: MappingTracker,
                  *, writer_task: Callable[[int], Task], control_task: Callable[[int], Task],
                  caller: Callable[[int, int, bool], ContextManager[Task]],
-                 changed: Callable[[], trio.Event | None], native: NativeWrites,
+                 changed: Callable[[], list[Store]], pages: PagePusher, native: NativeWrites,
                  read_memory: Callable[[int, Tgid, int, int], bytes]) -> None:
         self.ops = ops
         self.nursery = nursery
@@ -81,7 +83,9 @@ class RequestHandler:
         #: ... around user_events_data ioctls: ``caller(tid, uid, registering)``
         #: (the caller is followed, and its memory reached through the request).
         self.caller = caller
+        #: Wakes readers and returns the page stores a request's reply waits for.
         self.changed = changed
+        self.pages = pages
         #: The native fast path: its table is republished before each reply.
         self.native = native
         #: ``read_memory(tid, tgid, addr, size)``: a caller's memory while its
@@ -205,9 +209,9 @@ class RequestHandler:
             else:
                 count = file.write(data, offset, self.control_task(req.pid))
         except Exception as exc:
-            self._reply_after_publish(req.reply_err, self._refused(exc, "write", req, fh))
+            self._reply_after_publish(req, REPLY_ERR, self._refused(exc, "write", req, fh))
         else:
-            self._reply_after_publish(req.reply_write, count)
+            self._reply_after_publish(req, REPLY_WRITE, count)
 
     def _write_event(self, req: Request, fh: int, file: UserEventsDataFile, data: bytes,
                      offset: int) -> int:
@@ -259,7 +263,7 @@ class RequestHandler:
                     self.nursery.start_soon(self._ioctl_after_look_up, req, fh, path, cmd, arg)
                     return
         except Exception as exc:
-            self._reply_after_publish(req.reply_err, self._refused(exc, "ioctl", req, fh, cmd))
+            self._reply_after_publish(req, REPLY_ERR, self._refused(exc, "ioctl", req, fh, cmd))
             return
         self._ioctl(req, fh, cmd, arg)
 
@@ -268,7 +272,7 @@ class RequestHandler:
         try:
             await self.mappings.refresh_in_lane(req.pid, path)
         except Exception as exc:
-            self._reply_after_publish(req.reply_err, self._refused(exc, "ioctl", req, fh, cmd))
+            self._reply_after_publish(req, REPLY_ERR, self._refused(exc, "ioctl", req, fh, cmd))
             return
         self._ioctl(req, fh, cmd, arg)
 
@@ -295,13 +299,13 @@ class RequestHandler:
             self.nursery.start_soon(self._blocked_get_reader, req, fh, file)
             return
         except Exception as exc:
-            self._reply_after_publish(req.reply_err, self._refused(exc, "ioctl", req, fh, cmd))
+            self._reply_after_publish(req, REPLY_ERR, self._refused(exc, "ioctl", req, fh, cmd))
             return
         if cmd == 0 and file.kind in (FileKind.PIPE, FileKind.MAPPABLE_PIPE):
             self.wake_file(fh)  # ioctl(fd, 0): "wake up waiters"
         # No output data: the kernel copies nothing back over what the engine
         # wrote into the caller's memory.
-        self._reply_after_publish(req.reply_ioctl, result)
+        self._reply_after_publish(req, REPLY_IOCTL, result)
 
     def _refused(self, exc: Exception, op: str, req: Request, fh: int,
                  cmd: int | None = None) -> int:
@@ -328,9 +332,9 @@ class RequestHandler:
             self.mappings.refresh(req.pid, self.ops.files.path(fh))
             result = file.get_reader()
         except Exception as exc:
-            self._reply_after_publish(req.reply_err, self._refused(exc, "ioctl", req, fh))
+            self._reply_after_publish(req, REPLY_ERR, self._refused(exc, "ioctl", req, fh))
             return
-        self._reply_after_publish(req.reply_ioctl, result)
+        self._reply_after_publish(req, REPLY_IOCTL, result)
 
     def publish_fast_path(self) -> None:
         """The fast path's table says what the engine now would (before any
@@ -338,16 +342,21 @@ class RequestHandler:
         opened while ftrace records the event must take its writes from then on)."""
         self.native.publish(wake=bool(self._waiters or self.ops.poll_handles))
 
-    def _reply_after_publish(self, reply: Callable[[int], None], value: int) -> None:
+    def _reply_after_publish(self, req: Request, reply: int, value: int) -> None:
         """Reply once what the request changed is visible in clients' mappings,
-        as in the kernel (pages are stored by a worker thread; see _pagepush),
-        and once the fast path's table says what the engine now would."""
+        as in the kernel (pages are stored by the storer thread, which then
+        sends the reply; see _pagepush), and once the fast path's table says
+        what the engine now would."""
         self.publish_fast_path()
-        stored = self.changed()
-        if stored is None:
-            reply(value)
+        stores = self.changed()
+        if stores:
+            self.pages.push_then_reply(stores, req, reply, value)
+        elif reply == REPLY_WRITE:
+            req.reply_write(value)
+        elif reply == REPLY_IOCTL:
+            req.reply_ioctl(value)
         else:
-            self.nursery.start_soon(_reply_when_set, stored, reply, value)
+            req.reply_err(value)
 
 
 def _splice_fill(file: RawPipeFile, offset: int, size: int, flags: int) -> bytes:
@@ -373,11 +382,6 @@ def _splice_fill(file: RawPipeFile, offset: int, size: int, flags: int) -> bytes
         return file.splice_read(offset, size)
     except WouldBlock:
         raise TracefsError(error, "no whole sub-buffer to splice") from None
-
-
-async def _reply_when_set(event: trio.Event, reply: Callable[[int], None], value: int) -> None:
-    await event.wait()
-    reply(value)
 
 
 class _Waiter:

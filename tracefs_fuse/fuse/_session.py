@@ -200,6 +200,13 @@ class BridgeStatus(msgspec.Struct, frozen=True, kw_only=True):
     fast_drains: int
     #: Writer CPU/comm re-read natively (every TASK_TTL_NS per thread).
     fast_task_refreshes: int
+    #: The storer thread (fuse/_pagepush.py): batches, notify_stores made and
+    #: failed (inode or mount gone), replies it sent after them, most queued.
+    store_batches: int
+    stores: int
+    store_errors: int
+    stored_replies: int
+    store_queue_peak: int
     fast_declined: dict[str, int]
 
 

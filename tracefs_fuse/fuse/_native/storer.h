@@ -1,0 +1,57 @@
+/*
+ * The storer: one native thread that pushes pages into clients' mappings
+ * (FUSE_NOTIFY_STORE) and then sends the reply that waited for them.  See
+ * storer.c.
+ */
+#ifndef TRACEFS_STORER_H
+#define TRACEFS_STORER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <fuse_lowlevel.h>
+
+/* The storer thread's comm. */
+#define ST_THREAD_NAME "tracefs-store"
+
+/* One store: `len` bytes at `offset` of inode `ino`'s file. */
+struct st_store {
+    uint64_t ino;
+    uint64_t offset;
+    const void *data;
+    size_t len;
+};
+
+/* The reply a batch sends once stored. */
+enum st_reply {
+    ST_REPLY_NONE = 0,
+    ST_REPLY_WRITE,  /* fuse_reply_write(req, value) */
+    ST_REPLY_ERR,    /* fuse_reply_err(req, value) */
+    ST_REPLY_IOCTL,  /* fuse_reply_ioctl(req, value, NULL, 0) */
+};
+
+/* Queues a batch for session `se`: the stores (copied) in order, then the
+ * reply (`req` may be NULL with ST_REPLY_NONE).  With `signal`, the eventfd
+ * (st_event_fd) is written once it is stored.  Returns the batch's sequence
+ * number (> 0), or -errno (nothing queued, nothing replied). */
+long long st_push(struct fuse_session *se, const struct st_store *stores,
+                  size_t n, fuse_req_t req, enum st_reply reply,
+                  int64_t value, int signal);
+
+/* The sequence number of the last batch stored (batches complete in order). */
+uint64_t st_stored(void);
+
+/* An eventfd (non-blocking) that becomes readable when a batch queued with
+ * `signal` has been stored; -errno if it cannot be made. */
+int st_event_fd(void);
+
+/* Stores what is queued, then stops the thread (joined).  Idempotent; the
+ * next st_push starts it again. */
+void st_stop(void);
+
+struct st_stats {
+    unsigned long long batches, stores, store_errors, replies, queue_peak;
+};
+void st_get_stats(struct st_stats *out);
+
+#endif
