@@ -123,9 +123,11 @@ RESERVED_1 = ~((1 << 38) - 1) & ((1 << 64) - 1)
 
 #: The bits that make the kernel write side-band records (``perf_event_alloc``
 #: accounts them: ``account_event``): a dummy with none of them stays empty.
-SIDE_BAND = (Flag.MMAP | Flag.MMAP_DATA | Flag.MMAP2 | Flag.COMM | Flag.COMM_EXEC | Flag.TASK
-             | Flag.CONTEXT_SWITCH | Flag.NAMESPACES | Flag.KSYMBOL | Flag.BPF_EVENT
-             | Flag.CGROUP | Flag.TEXT_POKE | Flag.BUILD_ID)
+#: A plain int: every write masks with it, and ``&`` with an IntFlag makes a
+#: new enum member each time (some microseconds).
+SIDE_BAND = int(Flag.MMAP | Flag.MMAP_DATA | Flag.MMAP2 | Flag.COMM | Flag.COMM_EXEC | Flag.TASK
+                | Flag.CONTEXT_SWITCH | Flag.NAMESPACES | Flag.KSYMBOL | Flag.BPF_EVENT
+                | Flag.CGROUP | Flag.TEXT_POKE | Flag.BUILD_ID)
 
 
 class Sample(enum.IntFlag):

@@ -26,6 +26,7 @@ the LOST record), kernel/trace/trace_events_user.c (``user_event_perf``).
 from __future__ import annotations
 
 import errno
+import functools
 import struct
 
 import msgspec
@@ -72,35 +73,50 @@ def raw_data(entry: bytes) -> bytes:
     return struct.pack("=I", len(data)) + data
 
 
+#: A sample's fixed fields before READ, in ``perf_output_sample``'s order:
+#: (bit, struct codes, what each holds). "id": ``ids.id``; "zero": IP and
+#: ADDR, which we do not have; "one": PERIOD.
+_FIXED_FIELDS = (
+    (Sample.IDENTIFIER, "Q", ("id",)),
+    (Sample.IP, "Q", ("zero",)),
+    (Sample.TID, "II", ("pid", "tid")),
+    (Sample.TIME, "Q", ("time",)),
+    (Sample.ADDR, "Q", ("zero",)),
+    (Sample.ID, "Q", ("id",)),
+    (Sample.STREAM_ID, "Q", ("stream_id",)),
+    (Sample.CPU, "II", ("cpu", "zero")),
+    (Sample.PERIOD, "Q", ("one",)),
+)
+_READ = int(Sample.READ)
+_RAW = int(Sample.RAW)
+
+
+@functools.cache
+def _fixed_layout(sample_type: int) -> tuple[struct.Struct, tuple[str, ...]]:
+    """The header and fixed fields of a sample of ``sample_type`` (one
+    ``struct.Struct``: a write packs it once), and what each field holds."""
+    codes = HEADER.format
+    names: tuple[str, ...] = ()
+    for bit, code, held in _FIXED_FIELDS:
+        if sample_type & bit:
+            codes += code
+            names += held
+    return struct.Struct(codes), names
+
+
 def sample_record(attr: PerfEventAttr, ids: EventIds, facts: SampleFacts,
                   read_value: bytes = b"") -> bytes:
     """One ``PERF_RECORD_SAMPLE`` of period 1; ``read_value``: the
     ``read_format`` block when ``PERF_SAMPLE_READ`` is asked for."""
     st = attr.sample_type
-    body = bytearray()
-    if st & Sample.IDENTIFIER:
-        body += _U64.pack(ids.id)
-    if st & Sample.IP:
-        body += _U64.pack(0)
-    if st & Sample.TID:
-        body += _U32_PAIR.pack(facts.pid, facts.tid)
-    if st & Sample.TIME:
-        body += _U64.pack(facts.time)
-    if st & Sample.ADDR:
-        body += _U64.pack(0)
-    if st & Sample.ID:
-        body += _U64.pack(ids.id)
-    if st & Sample.STREAM_ID:
-        body += _U64.pack(ids.stream_id)
-    if st & Sample.CPU:
-        body += _U32_PAIR.pack(facts.cpu, 0)
-    if st & Sample.PERIOD:
-        body += _U64.pack(1)
-    if st & Sample.READ:
-        body += read_value
-    if st & Sample.RAW:
-        body += raw_data(facts.entry)
-    return HEADER.pack(PERF_RECORD_SAMPLE, PERF_RECORD_MISC_KERNEL, HEADER.size + len(body)) + body
+    fixed, names = _fixed_layout(st)
+    tail = read_value if st & _READ else b""
+    if st & _RAW:
+        tail += raw_data(facts.entry)
+    held = {"id": ids.id, "zero": 0, "pid": facts.pid, "tid": facts.tid, "time": facts.time,
+            "stream_id": ids.stream_id, "cpu": facts.cpu, "one": 1}
+    return fixed.pack(PERF_RECORD_SAMPLE, PERF_RECORD_MISC_KERNEL, fixed.size + len(tail),
+                      *[held[name] for name in names]) + tail
 
 
 def sample_id(attr: PerfEventAttr, ids: EventIds, facts: SampleFacts) -> bytes:
