@@ -1,4 +1,5 @@
-// Text read(2) vs. binary mmap on one direct_io file, plus notify_store.
+// Text read(2) vs. binary mmap on one direct_io file, plus notify_store
+// (pyfuse3's, and the bridge's storer thread).
 //
 // usage: bridge_mmap DIR
 // DIR is a bridge_testfs mount: DIR/dual is read and mapped, DIR/ctl asks the
@@ -48,10 +49,11 @@ static void print_hex(const char *key, const unsigned char *p, size_t off, size_
 }
 
 // Returns once the daemon has stored: the write is answered after notify_store.
-static void store(size_t off, const char *hex)
+// VERB "queue" stores each of the HEX words as a batch of its own.
+static void store(const char *verb, size_t off, const char *hex)
 {
 	char cmd[128];
-	int n = snprintf(cmd, sizeof(cmd), "store %zu %s", off, hex);
+	int n = snprintf(cmd, sizeof(cmd), "%s %zu %s", verb, off, hex);
 	int fd = open_in("ctl", O_WRONLY);
 	if (write(fd, cmd, n) != n) {
 		perror("write(ctl)");
@@ -77,16 +79,19 @@ int main(int argc, char **argv)
 	print_hex("mapped", p, 0, 8);
 	print_text("read_while_mapped", fd);
 
-	store(8, "c0ffee01");
+	store("store", 8, "c0ffee01");
 	print_hex("after_store_open", p, 8, 4);
 
 	close(fd);
-	store(16, "0badf00d");
+	store("store", 16, "0badf00d");
 	print_hex("after_store_closed", p, 16, 4);
 
 	fd = open_in("dual", O_RDONLY);
 	print_text("read_new_fd", fd);
 	print_hex("mapped_after_reopen", p, 8, 12);
+	// Batches land in the order they were queued; the reply after the last.
+	store("queue", 24, "11111111 22222222 33333333");
+	print_hex("after_queued_batches", p, 24, 4);
 	close(fd);
 	return 0;
 }

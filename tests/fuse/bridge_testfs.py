@@ -11,6 +11,8 @@ with the C clients in tests/clients/bridge_*.c.  Every file sits in the root:
 ``dual``    direct_io + keep_cache, 4096 bytes: read(2) gets TEXT, page-cache
             fills (lock_owner 0, i.e. mmap faults) get the binary page.
 ``ctl``     write ``store OFF HEX``: update the page, notify_store it;
+            ``queue OFF HEX...``: one batch per HEX for the bridge's storer
+            thread, the write's reply sent by it after the last;
             ``double``: reply twice (event ``double-reply <error>``); ``late
             PID``: see ``late``; anything else makes the handler raise.
 ``block``   direct_io: read blocks until interrupted; EAGAIN if the per-read
@@ -278,6 +280,14 @@ class Bridged:
             self._emit(f"late-watch {late.pid} {already}")
             late.reply_err(errno.EINTR)
             req.reply_write(len(command))
+            return
+        if command.startswith(b"queue "):
+            _, offset, *hexes = command.split()
+            batches = [[(DUAL, int(offset), bytes.fromhex(h.decode()))] for h in hexes]
+            self._page[int(offset):int(offset) + len(batches[-1][0][2])] = batches[-1][0][2]
+            for batch in batches[:-1]:
+                _session.native.store(batch)
+            _session.native.store(batches[-1], req, _session.native.REPLY_WRITE, len(command))
             return
         verb, offset, hexdata = command.split()
         data = bytes.fromhex(hexdata.decode())

@@ -209,6 +209,8 @@ def test_dual_read_text_mmap_binary_and_notify_store(
     assert out["after_store_closed"] == "0badf00d"  # fd closed, still live
     assert out["read_new_fd"] == text
     assert out["mapped_after_reopen"] == "c0ffee01abababab0badf00d"
+    assert out["after_queued_batches"] == "33333333"
+    assert len(out) == 8
 
 
 def test_blocked_read_ends_on_sigkill(testfs: MountedFs, c_client: CClient) -> None:
