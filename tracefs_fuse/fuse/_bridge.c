@@ -206,6 +206,7 @@ typedef struct {
     unsigned char interrupted;    /* a FUSE_INTERRUPT arrived for it */
     unsigned char registering;    /* inside fuse_req_interrupt_func() */
     unsigned char in_interrupt;   /* inside handler.interrupted() */
+    unsigned char watching;       /* libfuse holds it for on_interrupt */
 } Request;
 
 static PyTypeObject RequestType;
@@ -227,6 +228,7 @@ static Request *request_new(fuse_req_t req, enum req_kind kind, size_t max_data)
     self->gid = ctx->gid;
     self->kind = kind;
     self->interrupted = self->registering = self->in_interrupt = 0;
+    self->watching = 0;
     return self;
 }
 
@@ -397,6 +399,7 @@ static PyObject *Request_watch_interrupts(Request *self, PyObject *noargs)
     self->registering = 1;
     fuse_req_interrupt_func(self->req, on_interrupt, self);
     self->registering = 0;
+    self->watching = 1;
     return PyBool_FromLong(self->interrupted);
 }
 
@@ -466,11 +469,20 @@ static PyMemberDef Request_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
+static PyObject *Request_get_watching(Request *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->watching);
+}
+
 static PyGetSetDef Request_getset[] = {
     {"replied", (getter)Request_get_replied, NULL, "a reply was sent", NULL},
     {"interrupted", (getter)Request_get_interrupted, NULL,
      "a FUSE_INTERRUPT arrived (only tracked after watch_interrupts())",
      NULL},
+    {"watching", (getter)Request_get_watching, NULL,
+     "watch_interrupts() was called: libfuse calls back into this object "
+     "until the request is replied, so it must live until then", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

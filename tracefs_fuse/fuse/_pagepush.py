@@ -42,6 +42,8 @@ class PagePusher:
     def __init__(self) -> None:
         #: Batch sequence number -> the event set once it is stored.
         self._waiting: dict[int, trio.Event] = {}
+        #: ... -> a request watching interrupts, kept until its reply is sent.
+        self._held: dict[int, Request] = {}
 
     def push(self, stores: list[Store]) -> trio.Event:
         """Queue a batch; the event is set once it is stored."""
@@ -57,10 +59,15 @@ class PagePusher:
                         value: int) -> None:
         """Queue a batch and ``req``'s reply (``REPLY_*`` with ``value``),
         sent once the batch is stored."""
-        native.store(stores, req, reply, value)
+        seq = native.store(stores, req, reply, value, signal=req.watching)
+        if req.watching and seq > native.stored():
+            # libfuse calls back into the Request at a FUSE_INTERRUPT until
+            # the storer has replied: it must outlive that reply.
+            self._held[seq] = req
 
     async def run(self) -> None:
-        """Set the events of batches stored (the storer writes an eventfd)."""
+        """Set the events of batches stored, let go of their requests (the
+        storer writes an eventfd)."""
         fd = native.store_fd()
         while True:
             await trio.lowlevel.wait_readable(fd)
@@ -71,3 +78,5 @@ class PagePusher:
             stored = native.stored()
             for seq in [seq for seq in self._waiting if seq <= stored]:
                 self._waiting.pop(seq).set()
+            for seq in [seq for seq in self._held if seq <= stored]:
+                del self._held[seq]
