@@ -148,3 +148,21 @@ def test_target_exit_makes_pollhup_once_nothing_is_followed() -> None:
     assert not perf.hup()  # the child is still followed
     events.exited(Lineage(pid=Tgid(2), tid=2, ppid=1, ptid=1))
     assert perf.hup()
+
+
+@pytest.mark.parametrize("pages, written, lost", [
+    (None, 3, 0),  # never mapped: no rb, nothing counted lost (the kernel's out: label)
+    (2, 3, 0),     # one data page holds all three
+    (2, 300, 300 - 4096 // 24),  # a full ring, never read (no tail): the rest lost
+])
+def test_records_without_a_ring_are_not_counted_lost(pages: int | None, written: int,
+                                                     lost: int) -> None:
+    events = perfs()
+    events.read_tail = lambda perf: 0
+    perf = events.open(copy_attr(attr_bytes()), Kind.TRACEPOINT, None, None, 0, Tgid(1))
+    if pages is not None:
+        perf.mapped(Vma(pgoff=0, nr_pages=pages, write=True, execute=False, shared=True))
+    for _ in range(written):
+        perf.record(b"e" * 8, task(1))
+    counts = perf.counts()
+    assert (counts.value, counts.lost) == (written, lost)

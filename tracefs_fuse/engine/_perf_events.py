@@ -20,8 +20,9 @@ Rules:
     ``poll()`` say POLLHUP (``is_event_hup``).
   * Budgets per user (``owner_uid``): ``EVENTS_MAX`` live events (more:
     ENOMEM, as a failed ``perf_event_alloc``), and ``RING_BYTES_MAX`` bytes of
-    rings; a mapping past that gets no ring (its records are lost and
-    counted, as without a mapping): mmap never reaches us to be refused.
+    rings; a mapping past that gets no ring (its records go nowhere and
+    are not counted lost, as without a mapping): mmap never reaches us to
+    be refused.
   * ``enable_on_exec`` on a per-task event enables it at its task's next exec
     (``perf_event_enable_on_exec``). Execs are not seen as they happen: the
     task's image (``image_of``: its AT_RANDOM bytes, new every exec) is taken
@@ -30,7 +31,9 @@ Rules:
   * Each event is a file of ours, ``.perf/<id>``, never listed. A ring exists
     once a mapping of that file is known; the adapter finds mappings
     (``find_mapping``) when a record needs the ring and none is known.
-    Without a ring a record is lost, as in the kernel.
+    Without a ring a record goes nowhere and is not counted lost (the
+    kernel's ``__perf_output_begin`` leaves before counting when the event
+    has no ``rb``): ``read()`` still counts it in the value.
 
 Kernel: kernel/events/core.c (``perf_event_set_output``, ``_perf_ioctl``,
 ``perf_event_for_each_child``), kernel/trace/trace_event_perf.c.
@@ -206,8 +209,7 @@ class PerfEvent:
             self.owner.find_mapping(self.owner_tgid, self.path)
         ring = self.ring
         if ring is None:
-            source.lost += 1
-            return
+            return  # __perf_output_begin: no rb, nothing counted (not even lost)
         lost_ids = ids
 
         def lost(n: int) -> bytes:
