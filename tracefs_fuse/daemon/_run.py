@@ -37,7 +37,6 @@ import logging
 import os
 import signal
 import struct
-import subprocess
 import sys
 from typing import BinaryIO
 
@@ -51,7 +50,6 @@ from ..engine._uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
 from ..lib import check, libc
 from ..perf._interception import Interception
 from ..perf._service import PerfService
-from ..process._budget import restore_fd_limit
 from ..process._memory import read_stat
 from ..record._recording import finish_recording, start_recording
 from ._config import MountConfig
@@ -60,19 +58,8 @@ from ._logging import bug_line, is_bug
 
 log = logging.getLogger(__name__)
 
-PR_SET_PDEATHSIG = 1
 #: include/uapi/linux/prctl.h: orphaned descendants are reparented to us.
 PR_SET_CHILD_SUBREAPER = 36
-
-
-def _child_setup(fd_limit: int) -> None:
-    # Ignored signals stay ignored across exec, and the signal mask survives it:
-    # give the command SIGINT as usual.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    # The daemon raised its own; the command gets the limit we were given.
-    restore_fd_limit(fd_limit)
 
 
 def exit_status(returncode: int) -> int:
@@ -155,32 +142,32 @@ async def _serve_and_run(config: MountConfig, argv: list[str],
         _namespace.writable_ftrace_enabled()
         _namespace.list_tracefs()
         perf = Interception()  # perf_event_open for our events (docs/perf.md)
-
-        def child_setup() -> None:
-            _child_setup(daemon.fd_limit)
-            perf.in_child()
-
         with _Forwarder() as forwarder:
             interrupts = trio.CancelScope()  # entered by the task, cancelled at the end
             nursery.start_soon(_Interrupts(forwarder, interrupts).run)
             try:
-                # close_fds=False: descriptors we inherited pass on to the command
-                # (our own are close-on-exec, Python's default). Forked here, in
-                # the main thread: PR_SET_PDEATHSIG fires when the *thread* that
-                # forked the child ends, and trio.lowlevel.open_process forks in
-                # a worker thread that trio retires after 10 s idle, which
-                # killed every command running longer than that.
-                process = subprocess.Popen(argv, preexec_fn=child_setup, close_fds=False)
+                # Descriptors we inherited pass on to the command (our own are
+                # close-on-exec, Python's default); ignored signals stay ignored,
+                # SIGINT is the command's as usual, it dies with us
+                # (PR_SET_PDEATHSIG), its RLIMIT_NOFILE is the one we were given
+                # (the daemon raised its own), perf_event_open is filtered: all
+                # in C between vfork and exec (perf/_supervisor.c), no Python in
+                # the child. Started here, in the main thread: PR_SET_PDEATHSIG
+                # fires when the *thread* that forked the child ends, and
+                # trio.lowlevel.open_process forks in a worker thread that trio
+                # retires after 10 s idle, which killed every command running
+                # longer than that.
+                pid = perf.spawn(argv, daemon.fd_limit)
             except OSError as exc:
                 print(f"tracefs-fuse run: {argv[0]}: {exc.strerror}", file=sys.stderr)
                 interrupts.cancel()
                 await finish_recording(recording)
                 terminate()
                 return 127 if exc.errno == errno.ENOENT else 126
-            forwarder.started(process.pid)
+            forwarder.started(pid)
             perf.start(PerfService(daemon.engine, config.mountpoint, daemon.control_task,
                                    daemon.engine_changed))
-            status = exit_status(await _wait(process))
+            status = exit_status(await _wait(pid))
             forwarder.ended()  # before any other task runs: one may be about to pass one on
             interrupts.cancel()
         left = await _end_leftovers()
@@ -247,14 +234,15 @@ async def _end_leftovers() -> int:
     return ended
 
 
-async def _wait(process: subprocess.Popen[bytes]) -> int:
-    """The command's return code, awaited on a pidfd (no thread, no SIGCHLD)."""
-    pidfd = os.pidfd_open(process.pid)
+async def _wait(pid: int) -> int:
+    """The command's return code (negative: killed by that signal), awaited on
+    a pidfd (no thread, no SIGCHLD)."""
+    pidfd = os.pidfd_open(pid)
     try:
         await trio.lowlevel.wait_readable(pidfd)
     finally:
         os.close(pidfd)
-    return process.wait()
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 class _Forwarder:

@@ -1,6 +1,6 @@
 from collections.abc import Callable
 
-def install_filter() -> int: ...
+def spawn(paths: list[bytes], argv: list[bytes], fd_limit: int, report: int) -> int: ...
 
 class Supervisor:
     def __init__(self, listener: int, prefix: str,
