@@ -21,6 +21,7 @@ Rules:
 
 from __future__ import annotations
 
+import gc
 import os
 import select
 import signal
@@ -42,10 +43,16 @@ PR_SET_PDEATHSIG = 1
 def _preload() -> None:
     """What every run would otherwise import or read again: once, here."""
     # Imports: daemon._run, above, brings in what serving and recording need.
-    _main.build_parser()
+    # A fixture's command line parsed once: argparse compiles its option
+    # patterns into the re module's cache on first use.
+    _main.build_parser().parse_known_args(
+        ["run", "--record", os.devnull, "--events", "x", "--", "true"])
     # Facts of the host, each read once per process.
     _daemon.marker_ip()
     host_highest_event_id()
+    # Everything made so far is never collected: a fork's collections then
+    # leave these objects (and their pages, shared copy-on-write) alone.
+    gc.freeze()
 
 
 def _child(request: Request, fds: list[int]) -> None:
