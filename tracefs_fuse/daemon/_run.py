@@ -38,7 +38,7 @@ import os
 import signal
 import struct
 import sys
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import trio
 
@@ -51,10 +51,12 @@ from ..lib import check, libc
 from ..perf._interception import Interception
 from ..perf._service import PerfService
 from ..process._memory import read_stat
-from ..record._recording import finish_recording, start_recording
 from ._config import MountConfig
 from ._daemon import Daemon
 from ._logging import bug_line, is_bug
+
+if TYPE_CHECKING:
+    from ..record._recording import Recording
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +139,7 @@ async def _serve_and_run(config: MountConfig, argv: list[str],
     async with trio.open_nursery() as nursery:
         await nursery.start(daemon.run, False)
         matches = _Matches(daemon.tracefs, named_events)
-        recording = await start_recording(nursery, daemon, record)
+        recording = await _start_recording(nursery, daemon, record)
         _namespace.bind_debug_tracing(config.mountpoint)
         _namespace.writable_ftrace_enabled()
         _namespace.list_tracefs()
@@ -161,7 +163,7 @@ async def _serve_and_run(config: MountConfig, argv: list[str],
             except OSError as exc:
                 print(f"tracefs-fuse run: {argv[0]}: {exc.strerror}", file=sys.stderr)
                 interrupts.cancel()
-                await finish_recording(recording)
+                await _finish_recording(recording)
                 terminate()
                 return 127 if exc.errno == errno.ENOENT else 126
             forwarder.started(pid)
@@ -174,11 +176,35 @@ async def _serve_and_run(config: MountConfig, argv: list[str],
         if left:
             log.info("ended %d process(es) the command left running", left)
         await perf.stop()  # after the leftovers: none of them is left waiting on it
-        await finish_recording(recording)
+        await _finish_recording(recording)
         for line in [*refusals.summary(), *matches.summary()]:
             print(f"tracefs-fuse: {line}", file=sys.stderr)
         terminate()  # unmount; the daemon's tasks then end by themselves
     return status
+
+
+def load_recorder() -> None:
+    """Import what ``--record`` needs now (a run server, before it forks)."""
+    from ..record import _recording  # noqa: F401
+
+
+async def _start_recording(nursery: trio.Nursery, daemon: Daemon,
+                           record: tuple[BinaryIO, str] | None) -> Recording | None:
+    """``--record``'s recording, started; None without it. The recorder (and the
+    decoder it brings: decode/, eventheader/) is imported for ``--record`` alone:
+    15-30 ms of a plain run's start-up (issue 21)."""
+    if record is None:
+        return None
+    from ..record._recording import start_recording
+
+    return await start_recording(nursery, daemon, record)
+
+
+async def _finish_recording(recording: Recording | None) -> None:
+    if recording is not None:
+        from ..record._recording import finish_recording
+
+        await finish_recording(recording)
 
 
 def _children() -> list[int]:
