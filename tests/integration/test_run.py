@@ -79,6 +79,21 @@ def test_run_starts_the_command_as_popen_with_its_set_up_did(c_client) -> None: 
     assert result.stdout.splitlines() == [f"ok {check}" for check in START_STATE_CHECKS]
 
 
+def test_run_inside_run_runs_the_command_without_its_own_filter() -> None:
+    # The outer run's filter has a listener, and seccomp refuses a second in
+    # one task's chain (EBUSY, kernel/seccomp.c has_duplicate_listener): the
+    # inner run's child reports that errno, the command runs unfiltered
+    # beneath the outer filter, and the inner run says so in one line.
+    result = subprocess.run(
+        [*RUN, *RUN, "sh", "-c", "grep Seccomp: /proc/self/status; exit 5"],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 5, result.stderr
+    assert result.stdout == "Seccomp:\t2\n"
+    assert result.stderr.splitlines() == [
+        "tracefs-fuse run: perf_event_open is not emulated (the seccomp filter could not be "
+        "installed: Device or resource busy); perf sees the host kernel's events only"]
+
+
 def test_run_passes_sigterm_on_and_tears_down() -> None:
     # The command tells us (through a pipe) when it is running, then waits.
     read_fd, write_fd = os.pipe()
