@@ -363,6 +363,45 @@ class Small:
         return out.decode("latin-1")
 
 
+# What is done to an engine given marker_ip as a callable -> how often it was asked, and the
+# lines the last read of trace named tracing_mark_write in; the host's kallsyms (15 ms) is
+# read only once a record or a line needs the address.
+MARKER_IP_ASKED = [
+    ("built", [], 0, 0),
+    ("trace read, no marker", ["trace"], 0, 0),
+    ("marker written", ["mark"], 1, 0),
+    ("markers written, then read", ["mark", "mark", "trace"], 1, 2),
+]
+
+
+@pytest.mark.parametrize(("steps", "asked", "named"), [row[1:] for row in MARKER_IP_ASKED],
+                         ids=[row[0] for row in MARKER_IP_ASKED])
+def test_marker_ip_is_found_once_on_first_use(steps: list[str], asked: int, named: int) -> None:
+    clock = ManualClock(1_000_000_000)
+    calls: list[int] = []
+
+    def find() -> int:
+        calls.append(1)
+        return 0xFFFFFFFF81000000
+
+    fs = Tracefs(nr_cpus=2, memory=FakeMemory(), clocks=TraceClocks.from_source(clock),
+                 marker_ip=find)
+    task = Task(pid=7, tgid=Tgid(7), cpu=0, comm="w")
+    fs.cmdlines.save_comm(task)
+    text = ""
+    for step in steps:
+        clock.advance(1000)
+        if step == "mark":
+            fs.file("trace_marker").open(os.O_WRONLY, task).write(b"hi", 0, task)
+        else:
+            trace = fs.output.open_trace(os.O_RDONLY, None)
+            text = trace.read(0, 65536).decode()
+            trace.release()
+    assert len(calls) == asked
+    # The record's ip is the address found: the line names the symbol, not an address.
+    assert text.count("tracing_mark_write: hi\n") == named
+
+
 def test_header_counts_the_whole_buffer_even_per_cpu() -> None:
     s = Small()
     s.mark("a", cpu=1)

@@ -570,6 +570,71 @@ def test_ringbuf_statistics() -> None:
     assert (stats.cpus[0].entries, stats.cpus[0].bytes, stats.cpus[0].nr_pages) == (1, 20, 3)
 
 
+# -- pages allocated on first use --------------------------------------------------------
+
+def _write_on(cpu: int, n: int) -> Any:
+    def act(buffer: RingBuffer) -> None:
+        for i in range(n):
+            assert buffer.write(cpu, record(12, i))  # 16-byte events, 255 a page
+    return act
+
+
+def _read_a_page(buffer: RingBuffer) -> None:
+    # Two pages: the first, left by the writer, trades its memory for the spare's.
+    _write_on(0, 300)(buffer)
+    spare = buffer.cpus[0].alloc_read_page()
+    assert buffer.cpus[0].read_page(spare, PAGE)
+
+
+# name -> what is done to a fresh 1410 KB, 2-CPU buffer; pages then holding memory per CPU
+# (ring and reader page); what the files show, as the kernel shows them whatever we allocated.
+LAZY_TABLE = [
+    ("fresh", lambda b: None, [0, 0], b"1410\n", b"2820\n", [0, 0], [355, 355]),
+    ("one write on cpu 1", _write_on(1, 1), [0, 1], b"1410\n", b"2820\n", [0, 1], [355, 355]),
+    ("two pages written on cpu 0", _write_on(0, 300), [2, 0], b"1410\n", b"2820\n",
+     [300, 0], [355, 355]),
+    ("a page read (the reader swap)", _read_a_page, [2, 0], b"1410\n", b"2820\n", [45, 0],
+     [355, 355]),
+    ("grown to 4081 KB", lambda b: b.write_buffer_size_kb(b"4081"), [0, 0], b"4083\n",
+     b"8166\n", [0, 0], [1026, 1026]),
+    ("shrunk to 8 KB after writes", lambda b: (_write_on(0, 1)(b), b.write_buffer_size_kb(b"8")),
+     [1, 0], b"11\n", b"22\n", [1, 0], [4, 4]),
+    ("cpu 0 mapped", lambda b: b.map(0, 0, 1), [355, 0], b"1410\n", b"2820\n", [0, 0],
+     [355, 355]),
+]
+
+
+@pytest.mark.parametrize(("name", "act", "allocated", "size_kb", "total_kb", "entries",
+                          "nr_subbufs"), LAZY_TABLE, ids=[row[0] for row in LAZY_TABLE])
+def test_ringbuf_pages_hold_memory_from_first_use_and_files_show_the_kernel_s_sizes(
+        name: str, act: Any, allocated: list[int], size_kb: bytes, total_kb: bytes,
+        entries: list[int], nr_subbufs: list[int]) -> None:
+    buffer, _ = make_buffer()
+    act(buffer)
+    stats = buffer.statistics().cpus
+    assert [c.allocated_pages for c in stats] == allocated
+    assert buffer.render_buffer_size_kb() == size_kb
+    assert buffer.render_buffer_total_size_kb() == total_kb
+    assert [c.entries for c in stats] == entries
+    assert [c.nr_pages + 1 for c in stats] == nr_subbufs
+    for cpu in range(2):
+        assert buffer.render_stats(cpu).startswith(f"entries: {entries[cpu]}\n".encode())
+        assert buffer.render_buffer_size_kb(cpu) == size_kb
+    # A page's memory, once it exists, is the zeroed page image the kernel starts with.
+    assert all(not any(page.data[16:]) for page in buffer.cpus[1].ring() if page.allocated
+               and not page.commit)
+
+
+def test_ringbuf_a_mapping_shows_every_page_of_a_fresh_buffer() -> None:
+    """The meta page counts every sub-buffer, and each maps as an empty page (zero
+    header, zero bytes), allocated or not before the map."""
+    buffer, _ = make_buffer(8, nr_cpus=1)
+    buffer.map(0, 0, 1)
+    assert meta(buffer)["nr_subbufs"] == 4
+    for page_id in range(4):
+        assert buffer.mmap_read(0, PAGE * (page_id + 1), PAGE) == bytes(PAGE)
+
+
 # -- the mmap ABI (section 3) -------------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -51,6 +52,46 @@ def test_run_reports_a_killed_command_like_a_shell() -> None:
 def test_run_missing_command_is_127() -> None:
     result = subprocess.run([*RUN, "/nonexistent/command"], capture_output=True, timeout=60)
     assert result.returncode == 127
+
+
+#: What ``run_start_state`` checks, in order (each "ok <check>"; a wrong one fails the client).
+START_STATE_CHECKS = [
+    "no signal blocked (run's SIGINT block is not inherited)", "SIGINT default",
+    "SIGPIPE default", "SIGXFSZ default", "the caller's ignored signal still ignored",
+    "PR_SET_PDEATHSIG is SIGKILL", "RLIMIT_NOFILE soft limit restored",
+    "under a seccomp filter", "no descriptor beyond 0, 1 and 2"]
+
+
+def test_run_starts_the_command_as_popen_with_its_set_up_did(c_client) -> None:  # type: ignore[no-untyped-def]
+    # run raises its own RLIMIT_NOFILE to the hard limit and blocks SIGINT;
+    # the command gets neither, and keeps what our caller ignored.
+    soft = 1000
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+    def caller_state() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
+    result = subprocess.run(
+        [*RUN, str(c_client("run_start_state")), str(soft), str(int(signal.SIGUSR1))],
+        capture_output=True, text=True, timeout=60, preexec_fn=caller_state)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == [f"ok {check}" for check in START_STATE_CHECKS]
+
+
+def test_run_inside_run_runs_the_command_without_its_own_filter() -> None:
+    # The outer run's filter has a listener, and seccomp refuses a second in
+    # one task's chain (EBUSY, kernel/seccomp.c has_duplicate_listener): the
+    # inner run's child reports that errno, the command runs unfiltered
+    # beneath the outer filter, and the inner run says so in one line.
+    result = subprocess.run(
+        [*RUN, *RUN, "sh", "-c", "grep Seccomp: /proc/self/status; exit 5"],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 5, result.stderr
+    assert result.stdout == "Seccomp:\t2\n"
+    assert result.stderr.splitlines() == [
+        "tracefs-fuse run: perf_event_open is not emulated (the seccomp filter could not be "
+        "installed: Device or resource busy); perf sees the host kernel's events only"]
 
 
 def test_run_passes_sigterm_on_and_tears_down() -> None:

@@ -14,6 +14,8 @@
 
 Rules: these are hooks :mod:`tracefs_fuse.cli` calls, one per place; errors
 in the user's input exit 2 without a traceback, like the rest of the CLI.
+The decoder (``decode``, ``eventheader``) is imported by ``show`` alone: a
+``run`` imports this module for its options (issue 21: 15-30 ms of start-up).
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, BinaryIO, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator
 
 import msgspec
 
-from ..decode import Lost, Record, read_lines, render_record
 from ..lib import check, libc
-from ._chrome import chrome_trace
+
+if TYPE_CHECKING:
+    from ..decode import Record
 
 #: What ``run --record`` enables when no ``--events`` is given.
 DEFAULT_RECORD_EVENTS = ("user_events:*",)
@@ -143,6 +146,7 @@ def _lines(args: argparse.Namespace) -> Iterator[bytes]:
 
 
 def _records(lines: Iterable[bytes], globs: list[str] | None) -> Iterator[Record]:
+    from ..decode import Lost, read_lines
     from ..testing import name_matches  # for show alone: run need not import it
 
     for number, line in enumerate(lines, 1):
@@ -163,6 +167,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.follow and (args.file == "-" or args.format == "chrome"):
         args.parser.error("argument --follow: not with FILE '-' (it streams already) or "
                           "--format chrome (one JSON object, written at the end)")
+    from ..decode import render_record
+    from ._chrome import chrome_trace
+
     streaming = args.file == "-" or args.follow
     try:
         records = _records(_lines(args), args.event_globs)

@@ -21,6 +21,7 @@ Rules:
 
 from __future__ import annotations
 
+import gc
 import os
 import select
 import signal
@@ -30,7 +31,7 @@ import threading
 import traceback
 
 from ..daemon import _daemon
-from ..daemon import _run as _run_module  # noqa: F401  (imported before any fork: see module)
+from ..daemon import _run as _run_module  # imported before any fork: see module
 from ..host._host_events import host_highest_event_id
 from ..lib import libc
 from ..testing._forks import Exited, Request, Started, receive, send
@@ -41,11 +42,19 @@ PR_SET_PDEATHSIG = 1
 
 def _preload() -> None:
     """What every run would otherwise import or read again: once, here."""
-    # Imports: daemon._run, above, brings in what serving and recording need.
-    _main.build_parser()
+    # Imports: daemon._run, above, brings in what serving needs; a fixture's
+    # runs all record.
+    _run_module.load_recorder()
+    # A fixture's command line parsed once: argparse compiles its option
+    # patterns into the re module's cache on first use.
+    _main.build_parser().parse_known_args(
+        ["run", "--record", os.devnull, "--events", "x", "--", "true"])
     # Facts of the host, each read once per process.
     _daemon.marker_ip()
     host_highest_event_id()
+    # Everything made so far is never collected: a fork's collections then
+    # leave these objects (and their pages, shared copy-on-write) alone.
+    gc.freeze()
 
 
 def _child(request: Request, fds: list[int]) -> None:

@@ -106,7 +106,7 @@ class Daemon:
         self.engine = Tracefs(
             nr_cpus=config.nr_cpus or possible_cpus(), memory=self.memory,
             clocks=host_clocks(), abi=config.abi, user_events_max=config.user_events_max,
-            buffer_size_kb=config.buffer_size_kb, marker_ip=marker_ip(),
+            buffer_size_kb=config.buffer_size_kb, marker_ip=marker_ip,
             auto_enable=config.events, first_event_id=first_dynamic_id(host_highest_event_id()))
         # An exec closing a perf file of ours waits for our FUSE_FLUSH reply.
         self.memory.careful_pins = self.engine.perf.any_open

@@ -37,9 +37,8 @@ import logging
 import os
 import signal
 import struct
-import subprocess
 import sys
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import trio
 
@@ -51,28 +50,18 @@ from ..engine._uapi import USER_EVENTS_MULTI_SYSTEM, USER_EVENTS_SYSTEM
 from ..lib import check, libc
 from ..perf._interception import Interception
 from ..perf._service import PerfService
-from ..process._budget import restore_fd_limit
 from ..process._memory import read_stat
-from ..record._recording import finish_recording, start_recording
 from ._config import MountConfig
 from ._daemon import Daemon
 from ._logging import bug_line, is_bug
 
+if TYPE_CHECKING:
+    from ..record._recording import Recording
+
 log = logging.getLogger(__name__)
 
-PR_SET_PDEATHSIG = 1
 #: include/uapi/linux/prctl.h: orphaned descendants are reparented to us.
 PR_SET_CHILD_SUBREAPER = 36
-
-
-def _child_setup(fd_limit: int) -> None:
-    # Ignored signals stay ignored across exec, and the signal mask survives it:
-    # give the command SIGINT as usual.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    # The daemon raised its own; the command gets the limit we were given.
-    restore_fd_limit(fd_limit)
 
 
 def exit_status(returncode: int) -> int:
@@ -150,44 +139,44 @@ async def _serve_and_run(config: MountConfig, argv: list[str],
     async with trio.open_nursery() as nursery:
         await nursery.start(daemon.run, False)
         matches = _Matches(daemon.tracefs, named_events)
-        recording = await start_recording(nursery, daemon, record)
+        recording = await _start_recording(nursery, daemon, record)
         _namespace.bind_debug_tracing(config.mountpoint)
         _namespace.writable_ftrace_enabled()
         _namespace.list_tracefs()
         perf = Interception()  # perf_event_open for our events (docs/perf.md)
-
-        def child_setup() -> None:
-            _child_setup(daemon.fd_limit)
-            perf.in_child()
-
         with _Forwarder() as forwarder:
             interrupts = trio.CancelScope()  # entered by the task, cancelled at the end
             nursery.start_soon(_Interrupts(forwarder, interrupts).run)
             try:
-                # close_fds=False: descriptors we inherited pass on to the command
-                # (our own are close-on-exec, Python's default). Forked here, in
-                # the main thread: PR_SET_PDEATHSIG fires when the *thread* that
-                # forked the child ends, and trio.lowlevel.open_process forks in
-                # a worker thread that trio retires after 10 s idle, which
-                # killed every command running longer than that.
-                process = subprocess.Popen(argv, preexec_fn=child_setup, close_fds=False)
+                # Descriptors we inherited pass on to the command (our own are
+                # close-on-exec, Python's default); ignored signals stay ignored,
+                # SIGINT is the command's as usual, it dies with us
+                # (PR_SET_PDEATHSIG), its RLIMIT_NOFILE is the one we were given
+                # (the daemon raised its own), perf_event_open is filtered: all
+                # in C between vfork and exec (perf/_supervisor.c), no Python in
+                # the child. Started here, in the main thread: PR_SET_PDEATHSIG
+                # fires when the *thread* that forked the child ends, and
+                # trio.lowlevel.open_process forks in a worker thread that trio
+                # retires after 10 s idle, which killed every command running
+                # longer than that.
+                pid = perf.spawn(argv, daemon.fd_limit)
             except OSError as exc:
                 print(f"tracefs-fuse run: {argv[0]}: {exc.strerror}", file=sys.stderr)
                 interrupts.cancel()
-                await finish_recording(recording)
+                await _finish_recording(recording)
                 terminate()
                 return 127 if exc.errno == errno.ENOENT else 126
-            forwarder.started(process.pid)
+            forwarder.started(pid)
             perf.start(PerfService(daemon.engine, config.mountpoint, daemon.control_task,
                                    daemon.engine_changed))
-            status = exit_status(await _wait(process))
+            status = exit_status(await _wait(pid))
             forwarder.ended()  # before any other task runs: one may be about to pass one on
             interrupts.cancel()
         left = await _end_leftovers()
         if left:
             log.info("ended %d process(es) the command left running", left)
         await perf.stop()  # after the leftovers: none of them is left waiting on it
-        await finish_recording(recording)
+        await _finish_recording(recording)
         for line in [*refusals.summary(), *matches.summary()]:
             print(f"tracefs-fuse: {line}", file=sys.stderr)
         if not serving():
@@ -196,6 +185,30 @@ async def _serve_and_run(config: MountConfig, argv: list[str],
                   "saw ENOTCONN from then on", file=sys.stderr)
         terminate()  # unmount; the daemon's tasks then end by themselves
     return status
+
+
+def load_recorder() -> None:
+    """Import what ``--record`` needs now (a run server, before it forks)."""
+    from ..record import _recording  # noqa: F401
+
+
+async def _start_recording(nursery: trio.Nursery, daemon: Daemon,
+                           record: tuple[BinaryIO, str] | None) -> Recording | None:
+    """``--record``'s recording, started; None without it. The recorder (and the
+    decoder it brings: decode/, eventheader/) is imported for ``--record`` alone:
+    15-30 ms of a plain run's start-up (issue 21)."""
+    if record is None:
+        return None
+    from ..record._recording import start_recording
+
+    return await start_recording(nursery, daemon, record)
+
+
+async def _finish_recording(recording: Recording | None) -> None:
+    if recording is not None:
+        from ..record._recording import finish_recording
+
+        await finish_recording(recording)
 
 
 def _children() -> list[int]:
@@ -251,14 +264,15 @@ async def _end_leftovers() -> int:
     return ended
 
 
-async def _wait(process: subprocess.Popen[bytes]) -> int:
-    """The command's return code, awaited on a pidfd (no thread, no SIGCHLD)."""
-    pidfd = os.pidfd_open(process.pid)
+async def _wait(pid: int) -> int:
+    """The command's return code (negative: killed by that signal), awaited on
+    a pidfd (no thread, no SIGCHLD)."""
+    pidfd = os.pidfd_open(pid)
     try:
         await trio.lowlevel.wait_readable(pidfd)
     finally:
         os.close(pidfd)
-    return process.wait()
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 class _Forwarder:

@@ -115,9 +115,13 @@ DEFAULT_OPTIONS = OutputOptions()
 DEFAULT_BUFFER_PERCENT = 50
 
 
+#: The one kernel symbol the engine's records name: ``trace_marker``'s writer.
+MARKER_SYMBOL = "tracing_mark_write"
+
+
 def marker_symbols(marker_ip: int) -> SymbolLookup:
-    """The one kernel symbol the engine's records name: ``trace_marker``'s writer."""
-    return lambda ip: "tracing_mark_write" if ip == marker_ip else None
+    """Names :data:`MARKER_SYMBOL` at ``marker_ip``."""
+    return lambda ip: MARKER_SYMBOL if ip == marker_ip else None
 
 
 # -- event printers ---------------------------------------------------------------------

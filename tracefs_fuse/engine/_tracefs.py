@@ -14,7 +14,7 @@ Kernel: kernel/trace/trace.c (``tracer_init_tracefs``, ``init_tracer_tracefs``).
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import msgspec
 
@@ -30,7 +30,7 @@ from ._ftrace_events import (TRACE_PRINT, TRACE_RAW_DATA, mark_raw_write, mark_w
                              print_event, raw_data_event)
 from ._legacy_abi import LegacyRegistration
 from ._memory import ProcessMemory
-from ._output import OutputOptions, TraceOutput, marker_symbols
+from ._output import MARKER_SYMBOL, OutputOptions, TraceOutput
 from ._readme import README
 from ._page import HEADER_EVENT, render_header_page
 from ._perf_events import PERF_DIR, PerfEvents, PerfRoot
@@ -80,7 +80,10 @@ class Tracefs:
         buffer_size_kb: ring buffer size per CPU.
         marker_ip: the address ``trace_marker`` records as its ``ip`` (the
             host's ``tracing_mark_write``, so that tools that resolve it with
-            the host's kallsyms print the kernel's name).
+            the host's kallsyms print the kernel's name), or what finds it,
+            asked once, when a record or a line first needs it: the host's
+            kallsyms takes 15 ms to reach the symbol, which a ``run`` that
+            writes no marker never needs to pay (issue 21).
         auto_enable: patterns of user events to enable as they are created
             (:class:`~._auto_enable.EnablePattern`; an option the kernel lacks).
         first_event_id: the first id of dynamic events (the adapter passes
@@ -89,13 +92,13 @@ class Tracefs:
 
     def __init__(self, *, nr_cpus: int, memory: ProcessMemory, clocks: TraceClocks,
                  abi: str = "auto", user_events_max: int = DEFAULT_USER_EVENTS_MAX,
-                 buffer_size_kb: int = 1410, marker_ip: int = 0,
+                 buffer_size_kb: int = 1410, marker_ip: int | Callable[[], int] = 0,
                  auto_enable: tuple[str, ...] = (),
                  first_event_id: int = FIRST_ID_UNKNOWN_HOST) -> None:
         self.nr_cpus = nr_cpus
         self.clocks = clocks
         self._page_updates: list[PageUpdate] = []
-        self.marker_ip = marker_ip
+        self._marker_ip = marker_ip
         self.events = EventTable(first_event_id)
         self.events.add(print_event(), fixed_id=TRACE_PRINT)
         self.events.add(raw_data_event(), fixed_id=TRACE_RAW_DATA)
@@ -103,7 +106,7 @@ class Tracefs:
         self.buffer = RingBuffer(nr_cpus, clocks.default, trace_buf_size=buffer_size_kb * 1024)
         self.top = TraceArray(self.events, self.buffer, self.cmdlines, nr_cpus)
         self.output = TraceOutput(
-            self.top, nr_cpus=nr_cpus, ksym=marker_symbols(marker_ip),
+            self.top, nr_cpus=nr_cpus, ksym=self._marker_symbol,
             options=lambda: OutputOptions(irq_info=self.top.options["irq-info"],
                                           record_tgid=self.top.options["record-tgid"]),
             buffer_percent=lambda: self.buffer_files.buffer_percent)
@@ -142,6 +145,16 @@ class Tracefs:
         self.auto_enable.created(event)
 
     # -- what the adapter polls ---------------------------------------------------------
+
+    @property
+    def marker_ip(self) -> int:
+        """``trace_marker``'s ``ip`` (found on first use when given as a callable)."""
+        if callable(self._marker_ip):
+            self._marker_ip = self._marker_ip()
+        return self._marker_ip
+
+    def _marker_symbol(self, ip: int) -> str | None:
+        return MARKER_SYMBOL if ip == self.marker_ip else None
 
     @property
     def generation(self) -> int:

@@ -18,7 +18,8 @@ Where from, in order:
 Reading costs one ``open``/``read`` of each event's ``id``: 2325 events on
 this machine's 6.18 kernel, 20 ms of CPU and 25 to 55 ms of wall time
 (best of 10, detached mount, a busy 2-CPU machine; the statfs and fsmount
-calls themselves take well under 1 ms). It runs once, before the mount,
+calls themselves take well under 1 ms); 15 ms since each ``id`` is opened
+relative to its system's directory (issue 21). It runs once, before the mount,
 when the engine is built.
 """
 
@@ -90,24 +91,34 @@ def highest_event_id(tracing: str) -> int | None:
     except OSError:
         return None
     for system in systems:
+        if not system.is_dir():
+            continue
         try:
-            events = list(os.scandir(system.path)) if system.is_dir() else []
+            system_fd = os.open(system.path, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
             continue  # unreadable to us: its ids stay unknown, the rest count
-        for event in events:
-            # os.open/os.read: a third of the cost of open() file objects.
-            try:
-                fd = os.open(os.path.join(event.path, "id"), os.O_RDONLY)
-            except OSError:
-                continue  # not an event directory, or one without an id
-            try:
-                event_id = int(os.read(fd, 32))
-            except (OSError, ValueError):
-                continue
-            finally:
-                os.close(fd)
-            if highest is None or event_id > highest:
-                highest = event_id
+        try:
+            for name in os.listdir(system_fd):
+                # os.open/os.read: a third of the cost of open() file objects;
+                # relative to the system's directory: each open walks two
+                # names, not the whole path (through /proc/self/fd/N for a
+                # detached tracefs): 26 ms -> 15 ms for 2325 events.
+                try:
+                    fd = os.open(f"{name}/id", os.O_RDONLY, dir_fd=system_fd)
+                except OSError:
+                    continue  # not an event directory, or one without an id
+                try:
+                    event_id = int(os.read(fd, 32))
+                except (OSError, ValueError):
+                    continue
+                finally:
+                    os.close(fd)
+                if highest is None or event_id > highest:
+                    highest = event_id
+        except OSError:
+            continue  # unreadable to us: its ids stay unknown, the rest count
+        finally:
+            os.close(system_fd)
     return highest
 
 

@@ -1,8 +1,10 @@
 """``run``'s side: the filter installed in CMD's child, its listener brought home.
 
 Rules:
-  * The child installs the filter after fork, before exec, and sends the
-    listener to us over a socket pair (SCM_RIGHTS); it never keeps it.
+  * CMD is started by :meth:`Interception.spawn` (``_supervisor.spawn``: a
+    vfork whose child runs only C): the child installs the filter before
+    exec and sends the listener to us over a socket pair (SCM_RIGHTS); it
+    never keeps it.
   * Where the filter cannot be installed (a kernel without seccomp user
     notification, a seccomp profile that refuses it, no privilege in any user
     namespace), CMD runs anyway and one line says perf_event_open goes to the
@@ -22,7 +24,7 @@ import trio
 
 from ..engine._perf_event_attr import SIDE_BAND
 from ._service import PerfService
-from ._supervisor import Supervisor, install_filter
+from ._supervisor import Supervisor, spawn
 
 log = logging.getLogger(__name__)
 
@@ -32,15 +34,20 @@ class Interception:
         self._parent, self._child = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._supervisor: Supervisor | None = None
 
-    def in_child(self) -> None:
-        """In CMD's child, before exec."""
-        try:
-            fd = install_filter()
-        except OSError as exc:
-            self._child.send(str(exc.errno).encode())
-            return
-        socket.send_fds(self._child, [b"0"], [fd])
-        os.close(fd)
+    def spawn(self, argv: list[str], fd_limit: int) -> int:
+        """Start ``argv`` under the filter, as ``subprocess.Popen(argv,
+        close_fds=False)`` would with run's set-up (``_supervisor.c`` says
+        what the child does); its pid.
+
+        Raises:
+            OSError: no candidate could be executed (the errno Popen reports).
+        """
+        program = os.fsencode(argv[0])
+        # Popen's search (Lib/subprocess.py, _execute_child): a name with a
+        # slash as it is, else in each directory of PATH.
+        paths = ([program] if os.path.dirname(program)
+                 else [os.path.join(os.fsencode(d), program) for d in os.get_exec_path()])
+        return spawn(paths, [os.fsencode(arg) for arg in argv], fd_limit, self._child.fileno())
 
     def start(self, service: PerfService) -> None:
         """After the child exec'd: answer its filter."""

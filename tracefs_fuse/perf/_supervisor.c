@@ -4,7 +4,10 @@
  * answers it.
  *
  * Rules:
- *  - The filter (installed in CMD's child before exec) sends perf_event_open
+ *  - CMD is started here (spawn(): vfork, its set-up in C, exec), so that the
+ *    filter is installed in CMD's child before exec without Python running in
+ *    the child.
+ *  - The filter sends perf_event_open
  *    and every ioctl of type '$' (the perf ioctls), on x86_64 and i386, to
  *    the supervisor; everything else is allowed without a round trip.
  *  - The supervisor is a plain thread of ours, never the trio thread: what it
@@ -39,12 +42,18 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define NR_PERF_EVENT_OPEN_X86_64 298
@@ -87,11 +96,9 @@ static struct sock_filter filter_code[] = {
 	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
 };
 
-/* install_filter() -> listener fd. Called in CMD's child, before exec. */
-static PyObject *install_filter(PyObject *self, PyObject *args)
+/* The filter on this task; its listener fd, or -1 with errno set. */
+static long install_filter(void)
 {
-	(void)self;
-	(void)args;
 	struct sock_fprog prog = {
 		.len = sizeof(filter_code) / sizeof(filter_code[0]),
 		.filter = filter_code,
@@ -102,9 +109,182 @@ static PyObject *install_filter(PyObject *self, PyObject *args)
 	if (fd < 0 && errno == EINVAL) /* before 5.19 */
 		fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
 			     SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
-	if (fd < 0)
+	return fd;
+}
+
+/*
+ * spawn(): CMD started the way subprocess.Popen(argv, close_fds=False) with
+ * run's preexec_fn started it, without running Python in the child.
+ *
+ * Why: a preexec_fn makes Popen fork() the whole interpreter (page tables,
+ * then a copy-on-write fault for every page the child's Python touches) and
+ * wait for its exec: 5 ms of a fixture test. Here the child is a vfork()
+ * (CLONE_VM | CLONE_VFORK, as _posixsubprocess uses without a preexec_fn)
+ * that runs only the C below, on memory prepared before it, and execs.
+ *
+ * The child, in order (what run's _child_setup and Interception.in_child did):
+ *  - every signal we catch back to SIG_DFL (a handler of ours must not run in
+ *    it before exec: it shares our memory), and SIGINT, SIGPIPE and SIGXFSZ
+ *    to SIG_DFL (Popen's restore_signals, plus SIGINT, which run ignores);
+ *    signals the caller ignored stay ignored;
+ *  - our signal mask, less SIGINT (run blocks it; the command gets it as usual);
+ *  - PR_SET_PDEATHSIG = SIGKILL (the forking thread is run's main thread);
+ *  - RLIMIT_NOFILE's soft limit back to the one run was started with;
+ *  - the perf filter: its listener sent to us over `report` with SCM_RIGHTS
+ *    (data "0"), or the errno as text when it cannot be installed, CMD then
+ *    running unfiltered;
+ *  - execv of each candidate path in turn (Popen's PATH search, made in
+ *    Python): the first errno other than ENOENT and ENOTDIR is the one
+ *    reported (as Popen reports it), else the last.
+ * All signals are blocked in the caller around vfork(), so none is taken in
+ * the child before its handlers are reset. The GIL stays held: no thread of
+ * ours runs Python while the child borrows our memory.
+ */
+struct spawn_plan {
+	char *const *paths;
+	char *const *argv;
+	rlim_t fd_limit;
+	int report;
+	sigset_t mask;
+	volatile int exec_errno;
+};
+
+static void report_filter(int report)
+{
+	long fd = install_filter();
+	if (fd < 0) {
+		char text[16];
+		int len = snprintf(text, sizeof(text), "%d", errno);
+		ssize_t ignored = send(report, text, (size_t)len, 0);
+		(void)ignored;
+		return;
+	}
+	char zero = '0';
+	struct iovec iov = {.iov_base = &zero, .iov_len = 1};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	memset(&control, 0, sizeof(control));
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+			     .msg_controllen = sizeof(control.buf)};
+	struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+	cmsg->cmsg_level = SOL_SOCKET;
+	cmsg->cmsg_type = SCM_RIGHTS;
+	cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+	int listener = (int)fd;
+	memcpy(CMSG_DATA(cmsg), &listener, sizeof(int));
+	ssize_t ignored = sendmsg(report, &msg, 0);
+	(void)ignored;
+	close(listener);
+}
+
+static void __attribute__((noreturn)) spawn_child(struct spawn_plan *plan)
+{
+	/* Failures of the set-up calls are ignored, as run's preexec_fn ignored
+	 * prctl's: none can fail for these arguments. */
+	for (int signum = 1; signum < NSIG; signum++) {
+		struct sigaction old;
+		if (sigaction(signum, NULL, &old) == 0 && old.sa_handler != SIG_IGN &&
+		    old.sa_handler != SIG_DFL)
+			signal(signum, SIG_DFL);
+	}
+	signal(SIGINT, SIG_DFL);
+	signal(SIGPIPE, SIG_DFL);
+	signal(SIGXFSZ, SIG_DFL);
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	struct rlimit limit;
+	if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+		limit.rlim_cur = plan->fd_limit < limit.rlim_max ? plan->fd_limit : limit.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &limit);
+	}
+	report_filter(plan->report);
+	sigprocmask(SIG_SETMASK, &plan->mask, NULL);
+	int saved = 0;
+	for (char *const *path = plan->paths; *path; path++) {
+		execv(*path, plan->argv);
+		if (errno != ENOENT && errno != ENOTDIR && !saved)
+			saved = errno;
+	}
+	plan->exec_errno = saved ? saved : errno;
+	_exit(127);
+}
+
+/* A list of bytes as a NULL-terminated array of C strings (into `out`). */
+static char **c_strings(PyObject *list, const char *what)
+{
+	if (!PyList_Check(list) || PyList_GET_SIZE(list) == 0) {
+		PyErr_Format(PyExc_ValueError, "%s: a non-empty list of bytes", what);
+		return NULL;
+	}
+	Py_ssize_t n = PyList_GET_SIZE(list);
+	char **out = PyMem_Calloc((size_t)n + 1, sizeof(char *));
+	if (!out)
+		return (char **)PyErr_NoMemory();
+	for (Py_ssize_t i = 0; i < n; i++) {
+		char *text;
+		Py_ssize_t size;
+		if (PyBytes_AsStringAndSize(PyList_GET_ITEM(list, i), &text, &size) < 0) {
+			PyMem_Free(out);
+			return NULL;
+		}
+		if ((size_t)size != strlen(text)) {
+			PyErr_SetString(PyExc_ValueError, "embedded null byte");
+			PyMem_Free(out);
+			return NULL;
+		}
+		out[i] = text;
+	}
+	return out;
+}
+
+/* spawn(paths, argv, fd_limit, report) -> pid; OSError(errno) if no exec succeeded. */
+static PyObject *spawn(PyObject *self, PyObject *args)
+{
+	(void)self;
+	PyObject *paths_list, *argv_list;
+	unsigned long long fd_limit;
+	int report;
+	if (!PyArg_ParseTuple(args, "O!O!Ki", &PyList_Type, &paths_list, &PyList_Type, &argv_list,
+			      &fd_limit, &report))
+		return NULL;
+	struct spawn_plan plan = {.fd_limit = (rlim_t)fd_limit, .report = report, .exec_errno = 0};
+	char **paths = c_strings(paths_list, "paths");
+	if (!paths)
+		return NULL;
+	char **argv = c_strings(argv_list, "argv");
+	if (!argv) {
+		PyMem_Free(paths);
+		return NULL;
+	}
+	plan.paths = paths;
+	plan.argv = argv;
+	/* The command's mask: the calling thread's, less SIGINT. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	plan.mask = old;
+	sigdelset(&plan.mask, SIGINT);
+	pid_t pid = vfork();
+	if (pid == 0)
+		spawn_child(&plan);
+	int vfork_errno = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	PyMem_Free(paths);
+	PyMem_Free(argv);
+	if (pid < 0) {
+		errno = vfork_errno;
 		return PyErr_SetFromErrno(PyExc_OSError);
-	return PyLong_FromLong(fd);
+	}
+	if (plan.exec_errno) {
+		/* Reaped here, as Popen reaps a child whose exec failed. */
+		int status;
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		errno = plan.exec_errno;
+		return PyErr_SetFromErrno(PyExc_OSError);
+	}
+	return PyLong_FromLong(pid);
 }
 
 typedef struct {
@@ -470,8 +650,8 @@ static PyObject *py_must_ask(PyObject *self, PyObject *args)
 static PyMethodDef module_methods[] = {
 	{"must_ask", py_must_ask, METH_VARARGS,
 	 "Whether the supervisor asks Python about a perf_event_open with this attr."},
-	{"install_filter", install_filter, METH_NOARGS,
-	 "Install the perf filter on this thread; returns the listener fd."},
+	{"spawn", spawn, METH_VARARGS,
+	 "Start CMD under the perf filter (vfork + exec); returns its pid."},
 	{NULL, NULL, 0, NULL},
 };
 

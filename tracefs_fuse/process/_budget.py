@@ -47,12 +47,6 @@ def raise_fd_limit() -> int:
     return soft
 
 
-def restore_fd_limit(soft: int) -> None:
-    """In a child about to exec: the soft limit the daemon was started with."""
-    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, hard), hard))
-
-
 class FdBudget:
     """Descriptors kept for clients, counted per owner (uid)."""
 
