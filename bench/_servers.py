@@ -207,22 +207,15 @@ def mounted(name: str, mountpoint: Path, binaries: Binaries) -> Iterator[Server]
     stop_server(server)
 
 
-def _tracefs_mounts() -> list[Path]:
-    with open("/proc/mounts") as f:
-        return [Path(line.split()[1]) for line in f if line.split()[2] == "tracefs"]
-
-
 @contextlib.contextmanager
 def kernel_instance() -> Iterator[Path]:
     """A private instance of the real tracefs, removed (and unmounted) afterwards."""
     with contextlib.ExitStack() as stack:
-        mounts = _tracefs_mounts()
-        if mounts:
-            root = mounts[0]
-        else:
-            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tracefs-")))
-            subprocess.run(["mount", "-t", "tracefs", "nodev", str(root)], check=True)
-            stack.callback(subprocess.run, ["umount", str(root)], check=True)
+        # A mount of our own: one found in /proc/mounts may be another run's
+        # temporary mount, unmounted (and its directory gone) under us.
+        root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tracefs-")))
+        subprocess.run(["mount", "-t", "tracefs", "nodev", str(root)], check=True)
+        stack.callback(subprocess.run, ["umount", str(root)], check=True)
         instance = root / "instances" / f"tracefs-fuse-bench-{os.getpid()}"
         instance.mkdir()
         # rmdir of an instance frees its buffers; nothing else was changed.
