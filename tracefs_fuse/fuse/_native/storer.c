@@ -182,7 +182,9 @@ long long st_push(struct fuse_session *se, const struct st_store *stores,
         }
         st.running = 1;
     }
-    b->seq = ++st.pushed;
+    /* Read under the lock: once it is released the storer may have stored
+     * and freed the batch (a use after free that crashed the daemon). */
+    uint64_t seq = b->seq = ++st.pushed;
     if (st.tail)
         st.tail->next = b;
     else
@@ -192,7 +194,7 @@ long long st_push(struct fuse_session *se, const struct st_store *stores,
         st.stats.queue_peak = st.queued;
     pthread_cond_signal(&st.cond);
     pthread_mutex_unlock(&st.lock);
-    return (long long)b->seq;
+    return (long long)seq;
 }
 
 uint64_t st_stored(void)
