@@ -49,7 +49,7 @@ from ..fuse._session import (
 from ..host._host_events import host_highest_event_id
 from ..host._mountinfo import mount_device
 from ..process._budget import FdBudget, raise_fd_limit
-from ..process._memory import ClientMemory, watch_accesses
+from ..process._memory import CallerWrite, ClientMemory, watch_accesses
 from ..process._tasks import TaskFacts, TaskTable
 from ..process._tracking import ProcessTracker
 from ._config import MountConfig
@@ -104,7 +104,7 @@ class Daemon:
         self.memory = ClientMemory(budget=self.budget)
         self.tasks = TaskTable()
         self.engine = Tracefs(
-            nr_cpus=config.nr_cpus or possible_cpus(), memory=self.memory,
+            nr_cpus=config.nr_cpus or possible_cpus(), memory=self.memory, bits=self.memory,
             clocks=host_clocks(), abi=config.abi, user_events_max=config.user_events_max,
             buffer_size_kb=config.buffer_size_kb, marker_ip=marker_ip(),
             auto_enable=config.events, first_event_id=first_dynamic_id(host_highest_event_id()))
@@ -136,13 +136,17 @@ class Daemon:
         return self.tasks.tgid(tid) or Tgid(tid)
 
     @contextlib.contextmanager
-    def caller(self, tid: int, uid: int, registering: bool) -> Iterator[Task]:
+    def caller(self, tid: int, uid: int,
+               registering: bool) -> Iterator[tuple[Task, list[CallerWrite]]]:
         """Around a user_events_data ioctl: its caller (of uid ``uid``) is
-        followed, and its memory is reached through the request (``_memory``)."""
+        followed, and its memory is read through the request (``_memory``);
+        what the engine writes there is only recorded, in the list yielded,
+        for the caller's lane (``write_in_lane``)."""
         task = self._capable_task(tid)
         self.tracker.enter(task.tgid, tid, uid, registering=registering)
         try:
-            yield task
+            with self.memory.deferring() as writes:
+                yield task, writes
         finally:
             self.tracker.leave(task.tgid)
 

@@ -44,6 +44,8 @@ from ..engine._task import Task
 from ..engine._tree import FileKind, OpenFile
 from ..engine._uapi import DIAG_IOCSREG
 from ..engine._user_events_files import UserEventsDataFile
+from ..process._lanes import Lanes
+from ..process._memory import BitWrite, CallerWrite, write_in_lane
 from ._errno import errno_of, request_name
 from ._fast_path import NativeWrites
 from ._inodes import Path
@@ -68,7 +70,8 @@ class RequestHandler:
 
     def __init__(self, ops: TracefsOperations, nursery: trio.Nursery, mappings: MappingTracker,
                  *, writer_task: Callable[[int], Task], control_task: Callable[[int], Task],
-                 caller: Callable[[int, int, bool], ContextManager[Task]],
+                 caller: Callable[[int, int, bool],
+                                  ContextManager[tuple[Task, list[CallerWrite]]]],
                  changed: Callable[[], trio.Event | None], native: NativeWrites,
                  read_memory: Callable[[int, Tgid, int, int], bytes]) -> None:
         self.ops = ops
@@ -79,8 +82,11 @@ class RequestHandler:
         #: ... for control-file writes (adds capabilities).
         self.control_task = control_task
         #: ... around user_events_data ioctls: ``caller(tid, uid, registering)``
-        #: (the caller is followed, and its memory reached through the request).
+        #: (the caller is followed, its memory read through the request, and
+        #: what the engine writes there recorded for its lane).
         self.caller = caller
+        #: Where a caller's own writes wait (only it waits for them).
+        self.lanes = Lanes()
         self.changed = changed
         #: The native fast path: its table is republished before each reply.
         self.native = native
@@ -281,8 +287,13 @@ class RequestHandler:
             if isinstance(file, UserEventsDataFile):
                 self.native.file_used(fh, file)  # a registration adds indices
             if file.kind is FileKind.STREAM:
-                with self.caller(req.pid, req.uid, cmd == DIAG_IOCSREG) as task:
+                with self.caller(req.pid, req.uid, cmd == DIAG_IOCSREG) as (task, writes):
                     result = file.ioctl(cmd, arg, task)
+                if writes:
+                    assert isinstance(file, UserEventsDataFile)
+                    self.nursery.start_soon(self._caller_writes, req, fh, file, cmd, task,
+                                            writes, result)
+                    return
             else:
                 result = file.ioctl(cmd, arg, self.control_task(req.pid))
         except WouldBlock:
@@ -302,6 +313,34 @@ class RequestHandler:
         # No output data: the kernel copies nothing back over what the engine
         # wrote into the caller's memory.
         self._reply_after_publish(req.reply_ioctl, result)
+
+    async def _caller_writes(self, req: Request, fh: int, file: UserEventsDataFile, cmd: int,
+                             task: Task, writes: list[CallerWrite], result: int) -> None:
+        """A user_events ioctl's writes into its caller (its first enable bit,
+        ``write_index``), made in the caller's lane, then the reply.
+
+        The kernel's caller faults its own page in, and only it waits; here
+        too: a page that never faults in (a userfaultfd nobody resolves) holds
+        up this request alone. An interrupt (the caller was signalled or
+        killed: its own userfaultfd is released only once it is gone) ends the
+        wait with EINTR, answered as if the bit could not be written; the
+        abandoned worker finishes when the access does.
+        """
+        failed: BitWrite | None = None
+        with self._waiting(req, fh) as (scope, _):
+            if req.watch_interrupts():
+                scope.cancel()
+            failed = await self.lanes.run(req.uid, write_in_lane, task.pid, writes)
+        if scope.cancelled_caught:
+            bit = next((w for w in writes if isinstance(w, BitWrite)), None)
+            if bit is not None:
+                file.enable_write_failed(cmd, task, bit.addr, bit.bit)
+            self._reply_after_publish(req.reply_err, errno.EINTR)
+        elif failed is not None:
+            error = file.enable_write_failed(cmd, task, failed.addr, failed.bit)
+            self._reply_after_publish(req.reply_err, self._refused(error, "ioctl", req, fh, cmd))
+        else:
+            self._reply_after_publish(req.reply_ioctl, result)
 
     def _refused(self, exc: Exception, op: str, req: Request, fh: int,
                  cmd: int | None = None) -> int:

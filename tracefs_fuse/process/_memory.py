@@ -91,6 +91,7 @@ from typing import cast
 import msgspec
 
 from ..engine._memory import Tgid
+from ..engine._user_events import ByteReadModifyWrite
 from ..lib import libc
 from ._budget import FdBudget
 from ._stat import field, split_stat
@@ -180,6 +181,25 @@ _process_vm_writev = _vm_syscall("process_vm_writev")
 # ESRCH: the thread is gone (it cannot be, during its own request, but a
 # request can be answered after a SIGKILL'd caller left).
 _SHORT_ERRNOS = frozenset({errno.EFAULT, errno.EPERM, errno.ESRCH})
+
+
+class BitWrite(msgspec.Struct, frozen=True):
+    """The caller's own enable bit (``enable_addr``, ``enable_bit``), to set or clear."""
+
+    addr: int
+    bit: int
+    value: bool
+
+
+class PutUser(msgspec.Struct, frozen=True):
+    """A ``put_user`` into the caller's memory (``write_index``, a status slot)."""
+
+    addr: int
+    data: bytes
+
+
+#: What a user_events ioctl writes into its caller, in the kernel's order.
+CallerWrite = BitWrite | PutUser
 
 
 class StatFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -460,6 +480,9 @@ class ClientMemory:
         self._budget = budget or FdBudget()
         #: (tgid, tid) of the request being served.
         self._caller: tuple[Tgid, int] | None = None
+        #: The caller's writes left for its lane (:meth:`deferring`), or None.
+        self._deferred: list[CallerWrite] | None = None
+        self._bits = ByteReadModifyWrite(self)
         self._local = _Iovec()
         # A reusable one-page request covers every transfer that does not
         # cross a page boundary (enable bits, write_index), sparing ctypes
@@ -489,6 +512,18 @@ class ClientMemory:
             yield
         finally:
             self._caller = outer
+
+    @contextlib.contextmanager
+    def deferring(self) -> Iterator[list[CallerWrite]]:
+        """Within: the caller's writes (its enable bits, its ``put_user`` writes)
+        are reported done and only recorded, in order, for
+        :func:`write_in_lane` to make after the engine call; reads are not
+        deferred."""
+        outer, self._deferred = self._deferred, []
+        try:
+            yield self._deferred
+        finally:
+            self._deferred = outer
 
     # -- images --------------------------------------------------------------------
 
@@ -666,6 +701,9 @@ class ClientMemory:
         if not data or not 0 <= addr <= _ADDR_LIMIT - len(data):
             return 0
         tid = self._caller_tid(tgid)
+        if tid is not None and self._deferred is not None:
+            self._deferred.append(PutUser(addr, data))
+            return len(data)
         if tid is not None:
             self._writes += 1
             buf = ctypes.create_string_buffer(data, len(data))
@@ -687,6 +725,15 @@ class ClientMemory:
         if done == 0:
             self._writes_refused += 1
         return done
+
+    def write_bit(self, tgid: Tgid, addr: int, bit: int, value: bool) -> bool:
+        """:class:`~tracefs_fuse.engine._memory.EnableBits`: the byte's
+        read-modify-write, at once; the caller's own while :meth:`deferring`
+        is only recorded (and reported done)."""
+        if self._deferred is not None and self._caller_tid(tgid) is not None:
+            self._deferred.append(BitWrite(addr, bit, value))
+            return True
+        return self._bits.write_bit(tgid, addr, bit, value)
 
     # -- internals ------------------------------------------------------------------
 
@@ -739,3 +786,57 @@ class ClientMemory:
                 logger.warning("no ptrace access to pid %d: reported as a fault", pid)
             return 0
         raise OSError(err, os.strerror(err))
+
+
+def write_in_lane(tid: int, writes: list[CallerWrite]) -> BitWrite | None:
+    """Make a caller's deferred writes, in order, through its thread ``tid``
+    (waiting for its request's reply), on a worker thread of its lane.
+
+    Returns the first enable bit that could not be written (nothing after it
+    is written: the kernel returns before its ``put_user``), or None. A failed
+    ``put_user`` is ignored, as by the kernel.
+
+    Not bracketed for the watchdog (it watches the trio thread's one access):
+    a page that never faults in (a userfaultfd nobody resolves, a FUSE file
+    that never answers) holds this worker and this caller, nobody else. A
+    fault on a page of our own files is answered EIO by the receiver at once
+    (the fill is the daemon's own).
+    """
+    for write in writes:
+        if isinstance(write, PutUser):
+            _lane_transfer(_process_vm_writev, tid, write.data, write.addr)
+            continue
+        byte = write.addr + write.bit // 8
+        old = ctypes.create_string_buffer(1)
+        if _lane_transfer(_process_vm_readv, tid, old, byte) != 1:
+            return write
+        mask = 1 << (write.bit % 8)
+        new = old.raw[0] | mask if write.value else old.raw[0] & ~mask
+        if _lane_transfer(_process_vm_writev, tid, bytes((new,)), byte) != 1:
+            return write
+    return None
+
+
+def _lane_transfer(syscall: _VmSyscall, tid: int, data: bytes | ctypes.Array[ctypes.c_char],
+                   addr: int) -> int:
+    """One small ``process_vm_*`` (a few bytes, one iovec per page, on
+    iovecs of its own: any thread may call it); bytes moved before a fault."""
+    buf = data if isinstance(data, ctypes.Array) else ctypes.create_string_buffer(data, len(data))
+    size = len(data)
+    if size <= 0 or not 0 <= addr <= _ADDR_LIMIT - size:
+        return 0
+    pages = []
+    at = addr
+    while at < addr + size:
+        stop = min(addr + size, (at // PAGE_SIZE + 1) * PAGE_SIZE)
+        pages.append(_Iovec(at, stop - at))
+        at = stop
+    local = _Iovec(ctypes.addressof(buf), size)
+    remote = (_Iovec * len(pages))(*pages)
+    got: int = syscall(tid, ctypes.addressof(local), 1, ctypes.addressof(remote), len(pages), 0)
+    if got >= 0:
+        return got
+    err = ctypes.get_errno()
+    if err in _SHORT_ERRNOS:
+        return 0
+    raise OSError(err, os.strerror(err))
