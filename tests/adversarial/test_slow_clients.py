@@ -1,14 +1,21 @@
 """One client's slow memory stalls only that client (issue 19, item 3).
 
 The kernel never makes one process wait for another's memory: a registration
-faults in its own enable word, and ``user_event_enabler_write`` writes every
-other process's bit with ``FOLL_NOFAULT``, queuing a work item to fault in
-the pages that are not there. Here an attacker puts its enable word on a
-userfaultfd page it never resolves (``tests/clients/adv_uffd.c``; root, as
-the userfaultfd must catch the faults the kernel takes for others), and
-bystanders go on: ``cat tracing_on`` and a register, enable, write, disable
-round trip, each bounded. Before, the daemon's one thread waited in
-``handle_userfault`` for as long as the attacker liked, and so did everyone.
+reads its struct and name and faults in its own enable word in the caller's
+context, and ``user_event_enabler_write`` writes every other process's bit
+with ``FOLL_NOFAULT``, queuing a work item to fault in the pages that are not
+there. The attacks, while bystanders go on (``cat tracing_on``, and a
+register, enable, write, disable round trip, each bounded):
+
+* an enable word on a userfaultfd page its owner never resolves
+  (``tests/clients/adv_uffd.c``; root, as the userfaultfd must catch the
+  faults the kernel takes for others). Before, the daemon's one thread
+  waited in ``handle_userfault`` for as long as the attacker liked, and so
+  did everyone;
+* K registrations whose names lie on pages of FUSE filesystems that never
+  answer (``tests/clients/stall_fs.c``). Before, each held the daemon's one
+  thread until the watchdog aborted that connection, 1 s: everyone waited
+  K seconds.
 
 The longest bystander wait of each attack is reported (``fuzz_report``) for
 docs/reliability.md; the bound here only tells a stall from a slow machine.
@@ -20,7 +27,9 @@ pending) and fails.
 from __future__ import annotations
 
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable
 
@@ -117,3 +126,56 @@ def test_an_enable_word_that_never_faults_in_stalls_only_its_owner(
                 longest_bystander_ms=round(longest * 1000, 1))
     assert_serves(mount)
     stop_mount(mount)  # a clean exit, no error logged
+
+
+#: Registrations whose names stall, in parallel.
+STALLED = 8
+
+
+@pytest.fixture
+def stalling_pages(scratch: Path, c_client: Callable[[str], Path]) -> Iterator[list[Path]]:
+    """:data:`STALLED` FUSE filesystems whose reads never end, a page of each."""
+    servers = []
+    try:
+        for _ in range(STALLED):
+            where = Path(tempfile.mkdtemp(dir=scratch))
+            server = subprocess.Popen([str(c_client("stall_fs")), str(where)],
+                                      stdout=subprocess.PIPE, text=True)
+            servers.append((where, server))
+            assert server.stdout is not None and server.stdout.readline() == "ready\n"
+        yield [where / "page" for where, _ in servers]
+        for _, server in servers:  # each was aborted by the watchdog, after 1 s
+            assert server.communicate(timeout=STEP_BOUND_S)[0] == "ended\n"
+    finally:
+        for where, server in servers:
+            if server.poll() is None:
+                abort(connection(where))
+                server.communicate(timeout=STEP_BOUND_S)
+            # libfuse leaves an aborted connection's mount in place.
+            subprocess.run(["fusermount3", "-u", "-z", str(where)], check=True)
+
+
+def test_registrations_whose_names_stall_stall_only_themselves(
+        killable_mount: Mount, client_as: Callable[[str], Path],
+        c_client: Callable[[str], Path], stalling_pages: list[Path]) -> None:
+    mount = killable_mount
+    registrants = [spawn_as(None, c_client("fault_mem"), "reg-name", mount, page)
+                   for page in stalling_pages]
+    try:
+        for registrant in registrants:
+            wait_in_request(registrant.pid)
+        longest = bystanders(mount, client_as("adv_uffd"))
+        # Each waits as long as its page: until the watchdog aborts that
+        # filesystem's connection (1 s), then EFAULT.
+        for registrant in registrants:
+            out, err = registrant.communicate(timeout=STEP_BOUND_S * STALLED)
+            assert out == "reg-name rc=-1 errno=EFAULT\n", err
+    finally:
+        for registrant in registrants:
+            if registrant.poll() is None:
+                end(registrant)
+    assert len(registrants) == STALLED
+    fuzz_report("stalled-names", registrations=STALLED,
+                longest_bystander_ms=round(longest * 1000, 1))
+    assert_serves(mount)
+    stop_mount(mount)

@@ -3,7 +3,9 @@
 Rules:
   * Everything runs in one trio thread: pyfuse3's dispatch, the bridge's
     handlers, process events. Engine calls are synchronous and never awaited,
-    so every request sees (and leaves) a consistent engine.
+    so every request sees (and leaves) a consistent engine. Only accesses to
+    one client's memory on that client's behalf leave it, for the client's
+    lane (``process/_lanes.py``), and never touch the engine there.
   * A process is followed (its image pinned, ``_tracking``) from the first
     ioctl its thread sends to ``user_events_data``; nothing is ever written
     into a process outside its own request but through its pinned image.
@@ -136,16 +138,16 @@ class Daemon:
         return self.tasks.tgid(tid) or Tgid(tid)
 
     @contextlib.contextmanager
-    def caller(self, tid: int, uid: int,
-               registering: bool) -> Iterator[tuple[Task, list[CallerWrite]]]:
+    def caller(self, tid: int, uid: int, registering: bool,
+               fetched: dict[tuple[int, int], bytes]) -> Iterator[tuple[Task, list[CallerWrite]]]:
         """Around a user_events_data ioctl: its caller (of uid ``uid``) is
-        followed, and its memory is read through the request (``_memory``);
-        what the engine writes there is only recorded, in the list yielded,
-        for the caller's lane (``write_in_lane``)."""
+        followed, and its memory is what its lane read (``fetched``: a read of
+        anything else raises ``Unfetched``) and will write (the list yielded;
+        ``_memory.ClientMemory.deferring``)."""
         task = self._capable_task(tid)
         self.tracker.enter(task.tgid, tid, uid, registering=registering)
         try:
-            with self.memory.deferring() as writes:
+            with self.memory.deferring(fetched) as writes:
                 yield task, writes
         finally:
             self.tracker.leave(task.tgid)

@@ -14,6 +14,11 @@ Rules:
     docs/readers.md).
   * 32-bit callers (``FUSE_IOCTL_COMPAT``) get ENOTTY: user_events_data has no
     ``compat_ioctl``.
+  * A user_events_data ioctl touches its caller's memory only in the
+    caller's lane (a worker thread, ``process/_lanes.py``): the engine runs
+    on what the lane read, again after each read it still needed, and the
+    lane makes what the call wrote; only the caller waits for its memory,
+    and a FUSE INTERRUPT ends that wait (EINTR).
   * ``GET_READER`` on a descriptor opened without ``O_NONBLOCK`` waits as a
     blocked read does, for ``buffer_percent`` (``tracing_buffers_ioctl``);
     ``ioctl(fd, 0)`` ends the wait and the reader is taken anyway.
@@ -45,7 +50,7 @@ from ..engine._tree import FileKind, OpenFile
 from ..engine._uapi import DIAG_IOCSREG
 from ..engine._user_events_files import UserEventsDataFile
 from ..process._lanes import Lanes
-from ..process._memory import BitWrite, CallerWrite, write_in_lane
+from ..process._memory import BitWrite, CallerWrite, Unfetched, read_in_lane, write_in_lane
 from ._errno import errno_of, request_name
 from ._fast_path import NativeWrites
 from ._inodes import Path
@@ -70,7 +75,7 @@ class RequestHandler:
 
     def __init__(self, ops: TracefsOperations, nursery: trio.Nursery, mappings: MappingTracker,
                  *, writer_task: Callable[[int], Task], control_task: Callable[[int], Task],
-                 caller: Callable[[int, int, bool],
+                 caller: Callable[[int, int, bool, dict[tuple[int, int], bytes]],
                                   ContextManager[tuple[Task, list[CallerWrite]]]],
                  changed: Callable[[], trio.Event | None], native: NativeWrites,
                  read_memory: Callable[[int, Tgid, int, int], bytes]) -> None:
@@ -81,9 +86,9 @@ class RequestHandler:
         self.writer_task = writer_task
         #: ... for control-file writes (adds capabilities).
         self.control_task = control_task
-        #: ... around user_events_data ioctls: ``caller(tid, uid, registering)``
-        #: (the caller is followed, its memory read through the request, and
-        #: what the engine writes there recorded for its lane).
+        #: ... around user_events_data ioctls: ``caller(tid, uid, registering,
+        #: fetched)`` (the caller is followed; its memory is what its lane
+        #: read, and what the engine writes there is recorded for its lane).
         self.caller = caller
         #: Where a caller's own writes wait (only it waits for them).
         self.lanes = Lanes()
@@ -282,20 +287,13 @@ class RequestHandler:
         """The ioctl, once a mappable file's mappings are known."""
         try:
             file = self.ops.files.get(fh)
-            # Only user_events_data ioctls may write into the caller's memory:
-            # only they follow it (an open() of any file sends TCGETS here too).
+            # Only user_events_data ioctls touch the caller's memory: only
+            # they follow it (an open() of any file sends TCGETS here too).
             if isinstance(file, UserEventsDataFile):
                 self.native.file_used(fh, file)  # a registration adds indices
-            if file.kind is FileKind.STREAM:
-                with self.caller(req.pid, req.uid, cmd == DIAG_IOCSREG) as (task, writes):
-                    result = file.ioctl(cmd, arg, task)
-                if writes:
-                    assert isinstance(file, UserEventsDataFile)
-                    self.nursery.start_soon(self._caller_writes, req, fh, file, cmd, task,
-                                            writes, result)
-                    return
-            else:
-                result = file.ioctl(cmd, arg, self.control_task(req.pid))
+                self._caller_ioctl(req, fh, file, cmd, arg, {})
+                return
+            result = file.ioctl(cmd, arg, self.control_task(req.pid))
         except WouldBlock:
             # A blocking GET_READER waits for buffer_percent (ring_buffer_wait).
             assert isinstance(file, RawPipeFile)
@@ -314,6 +312,46 @@ class RequestHandler:
         # wrote into the caller's memory.
         self._reply_after_publish(req.reply_ioctl, result)
 
+    def _caller_ioctl(self, req: Request, fh: int, file: UserEventsDataFile, cmd: int, arg: int,
+                      fetched: dict[tuple[int, int], bytes]) -> None:
+        """A user_events_data ioctl, run by the engine on what the caller's
+        lane read (``fetched``); what it has not read yet is read there and
+        the call run again (:meth:`_fetch`), what the call writes is written
+        there (:meth:`_caller_writes`). The caller's memory is touched only
+        in its lane, where only the caller waits, as in the kernel."""
+        try:
+            with self.caller(req.pid, req.uid, cmd == DIAG_IOCSREG, fetched) as (task, writes):
+                result = file.ioctl(cmd, arg, task)
+        except Unfetched as need:
+            self.nursery.start_soon(self._fetch, req, fh, file, cmd, arg, fetched, need)
+            return
+        except Exception as exc:
+            self._reply_after_publish(req.reply_err, self._refused(exc, "ioctl", req, fh, cmd))
+            return
+        if writes:
+            self.nursery.start_soon(self._caller_writes, req, fh, file, cmd, task, writes, result)
+            return
+        self._reply_after_publish(req.reply_ioctl, result)
+
+    async def _fetch(self, req: Request, fh: int, file: UserEventsDataFile, cmd: int, arg: int,
+                     fetched: dict[tuple[int, int], bytes], need: Unfetched) -> None:
+        """Read what the call needs of its caller's memory in the caller's
+        lane, then run the call again; an interrupt ends the wait (EINTR:
+        nothing was changed yet)."""
+        try:
+            with self._waiting(req, fh) as (scope, _):
+                if req.watch_interrupts():
+                    scope.cancel()
+                data = await self.lanes.run(req.uid, read_in_lane, req.pid, need.addr, need.size)
+        except Exception as exc:  # an unexpected errno: a bug, EIO
+            req.reply_err(self._refused(exc, "ioctl", req, fh, cmd))
+            return
+        if scope.cancelled_caught:
+            req.reply_err(errno.EINTR)
+            return
+        fetched[need.addr, need.size] = data
+        self._caller_ioctl(req, fh, file, cmd, arg, fetched)
+
     async def _caller_writes(self, req: Request, fh: int, file: UserEventsDataFile, cmd: int,
                              task: Task, writes: list[CallerWrite], result: int) -> None:
         """A user_events ioctl's writes into its caller (its first enable bit,
@@ -327,10 +365,14 @@ class RequestHandler:
         abandoned worker finishes when the access does.
         """
         failed: BitWrite | None = None
-        with self._waiting(req, fh) as (scope, _):
-            if req.watch_interrupts():
-                scope.cancel()
-            failed = await self.lanes.run(req.uid, write_in_lane, task.pid, writes)
+        try:
+            with self._waiting(req, fh) as (scope, _):
+                if req.watch_interrupts():
+                    scope.cancel()
+                failed = await self.lanes.run(req.uid, write_in_lane, task.pid, writes)
+        except Exception as exc:  # an unexpected errno: a bug, EIO
+            self._reply_after_publish(req.reply_err, self._refused(exc, "ioctl", req, fh, cmd))
+            return
         if scope.cancelled_caught:
             bit = next((w for w in writes if isinstance(w, BitWrite)), None)
             if bit is not None:

@@ -27,7 +27,7 @@ from typing import TypeVar
 import trio
 
 #: Workers one uid may keep busy (or stuck) at once.
-WORKERS_PER_UID = 4
+WORKERS_PER_UID = 16
 
 T = TypeVar("T")
 
