@@ -9,9 +9,10 @@ register, enable, write, disable round trip, each bounded):
 
 * an enable word on a userfaultfd page its owner never resolves
   (``tests/clients/adv_uffd.c``; root, as the userfaultfd must catch the
-  faults the kernel takes for others). Before, the daemon's one thread
-  waited in ``handle_userfault`` for as long as the attacker liked, and so
-  did everyone;
+  faults the kernel takes for others), or the rest of a write FUSE split
+  on such a page. Before, the daemon's one thread waited in
+  ``handle_userfault`` for as long as the attacker liked, and so did
+  everyone;
 * K registrations whose names lie on pages of FUSE filesystems that never
   answer (``tests/clients/stall_fs.c``). Before, each held the daemon's one
   thread until the watchdog aborted that connection, 1 s: everyone waited
@@ -26,6 +27,7 @@ pending) and fails.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import tempfile
 import time
@@ -126,6 +128,35 @@ def test_an_enable_word_that_never_faults_in_stalls_only_its_owner(
                 longest_bystander_ms=round(longest * 1000, 1))
     assert_serves(mount)
     stop_mount(mount)  # a clean exit, no error logged
+
+
+def test_a_split_write_whose_rest_never_faults_in_stalls_only_writers(
+        killable_mount: Mount, client_as: Callable[[str], Path]) -> None:
+    """A ``writev`` of 300 iovecs, the last on the page: FUSE sends the first
+    256 (its page limit), and the look at the whole write reads the last.
+
+    The writer holds ``user_events_data``'s inode lock meanwhile (FUSE takes
+    it for a direct write past the file's size, 0): other writes to that
+    file wait for it in the kernel, whatever the daemon does. The rest of the
+    mount does not; and a signal frees the writer (EINTR), and the others
+    with it."""
+    mount = killable_mount
+    uffd = client_as("adv_uffd")
+    writer = spawn_as(None, uffd, "writev", mount, "split")
+    try:
+        expect_line(writer, "armed")
+        wait_in_request(writer.pid)
+        waits = [bounded(mount, "cat", mount / "tracing_on")[0] for _ in range(READS)]
+        assert len(waits) == READS
+        stuck(writer)
+    finally:
+        end(writer)
+    assert writer.returncode == -signal.SIGKILL  # freed by its signal
+    after = bystanders(mount, uffd)  # writers too, once it is gone
+    fuzz_report("uffd-split-write", longest_bystander_ms=round(max(waits) * 1000, 1),
+                longest_after_ms=round(after * 1000, 1))
+    assert_serves(mount)
+    stop_mount(mount)
 
 
 #: Registrations whose names stall, in parallel.

@@ -18,6 +18,12 @@
  *           drop the page and arm the userfaultfd over it (the next write
  *           of the bit, at an enable, waits there); print "armed" and wait
  *           for a line on stdin
+ *   writev  DIAG_IOCSREG NAME (its word in ordinary memory), then a writev
+ *           of 300 four-byte iovecs, each on a page of its own, the last on
+ *           a page armed as above: FUSE sends the first 256 pages (its page
+ *           limit) as one request, and the daemon, looking at the whole
+ *           write (fuse/_whole_write.py), reads the last there; print
+ *           "armed" first, and the writev's result if it ever returns
  *   round   a bystander's round trip: DIAG_IOCSREG NAME, write 1 to its
  *           enable file, check the bit, write one event, write 0 to enable,
  *           check the bit again; print "round ok"
@@ -39,6 +45,8 @@
 #include "user_events_uapi.h"
 
 #define PAGE 4096UL
+/* More iovecs than FUSE's default page limit per request (256). */
+#define IOVECS 300
 
 static void die(const char *what)
 {
@@ -101,7 +109,7 @@ static void say(const char *line)
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
-		fprintf(stderr, "usage: adv_uffd reg|later|round MOUNT NAME\n");
+		fprintf(stderr, "usage: adv_uffd reg|later|writev|round MOUNT NAME\n");
 		return 2;
 	}
 	const char *mode = argv[1], *mount = argv[2], *name = argv[3];
@@ -134,6 +142,26 @@ int main(int argc, char **argv)
 		char line[64];
 		if (!fgets(line, sizeof(line), stdin))
 			die("stdin");
+		return 0;
+	}
+	if (!strcmp(mode, "writev")) {
+		uint32_t index;
+		if (reg(data, command, page, &index) < 0)
+			die("DIAG_IOCSREG");
+		char *pages = mmap(NULL, IOVECS * PAGE, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (pages == MAP_FAILED)
+			die("mmap pages");
+		static struct iovec io[IOVECS];
+		for (int i = 0; i < IOVECS; i++) {
+			io[i].iov_base = pages + i * PAGE;
+			io[i].iov_len = 4;
+		}
+		memcpy(pages, &index, 4);
+		arm(pages + (IOVECS - 1) * PAGE);
+		say("armed");
+		ssize_t rc = writev(data, io, IOVECS);
+		printf("writev rc=%zd errno=%s\n", rc, rc < 0 ? strerrorname_np(errno) : "0");
 		return 0;
 	}
 	if (!strcmp(mode, "round")) {

@@ -164,11 +164,6 @@ class Daemon:
         tail = self.memory.read(perf.owner_tgid, start + DATA_TAIL, _U64.size)
         return _U64.unpack(tail)[0] if len(tail) == _U64.size else None
 
-    def read_caller_memory(self, tid: int, tgid: Tgid, addr: int, size: int) -> bytes:
-        """Memory of the process whose thread ``tid`` waits for our reply."""
-        with self.memory.serving(tgid, tid):
-            return self.memory.read(tgid, addr, size)
-
     def control_task(self, tid: int) -> Task:
         """An open or a control-file write: where it ran, and its capabilities.
 
@@ -262,8 +257,7 @@ class Daemon:
                 self.handler = RequestHandler(
                     self.ops, nursery, self.mappings, writer_task=self.writer_task,
                     control_task=self.control_task, caller=self.caller,
-                    changed=self.publish, native=self.native,
-                    read_memory=self.read_caller_memory)
+                    changed=self.publish, native=self.native)
                 self.native.start(self.publish)
                 log.info("%s", self.tracker.describe())
                 nursery.start_soon(self.pages.run)

@@ -38,13 +38,12 @@ import errno
 import functools
 import logging
 import os
-from typing import Callable, ContextManager, Iterator
+from typing import Callable, ContextManager, Iterator, TypeVar
 
 import trio
 
 from ..engine._buffer_files import RawPipeFile
 from ..engine._errors import TracefsError, WouldBlock
-from ..engine._memory import Tgid
 from ..engine._task import Task
 from ..engine._tree import FileKind, OpenFile
 from ..engine._uapi import DIAG_IOCSREG
@@ -57,9 +56,10 @@ from ._inodes import Path
 from ._mmap import MappingTracker
 from ._operations import TracefsOperations
 from ._session import Request, request_limits
-from ._whole_write import WholeWrite, whole_write
+from ._whole_write import NotLookedAt, whole_write
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: fuse_ioctl_in.flags: FUSE_IOCTL_COMPAT (a 32-bit caller on a 64-bit kernel).
 FUSE_IOCTL_COMPAT = 1 << 0
@@ -77,8 +77,7 @@ class RequestHandler:
                  *, writer_task: Callable[[int], Task], control_task: Callable[[int], Task],
                  caller: Callable[[int, int, bool, dict[tuple[int, int], bytes]],
                                   ContextManager[tuple[Task, list[CallerWrite]]]],
-                 changed: Callable[[], trio.Event | None], native: NativeWrites,
-                 read_memory: Callable[[int, Tgid, int, int], bytes]) -> None:
+                 changed: Callable[[], trio.Event | None], native: NativeWrites) -> None:
         self.ops = ops
         self.nursery = nursery
         self.mappings = mappings
@@ -95,9 +94,6 @@ class RequestHandler:
         self.changed = changed
         #: The native fast path: its table is republished before each reply.
         self.native = native
-        #: ``read_memory(tid, tgid, addr, size)``: a caller's memory while its
-        #: request waits, to see a write FUSE split (see _whole_write).
-        self.read_memory = read_memory
         #: (writer's tid, fh) -> (offset, bytes) FUSE will send of a write
         #: already answered whole.
         self._rest: dict[tuple[int, int], tuple[int, int]] = {}
@@ -218,11 +214,14 @@ class RequestHandler:
         except Exception as exc:
             self._reply_after_publish(req.reply_err, self._refused(exc, "write", req, fh))
         else:
-            self._reply_after_publish(req.reply_write, count)
+            if count is not None:  # None: answered from the writer's lane
+                self._reply_after_publish(req.reply_write, count)
 
     def _write_event(self, req: Request, fh: int, file: UserEventsDataFile, data: bytes,
-                     offset: int) -> int:
-        """A write to ``user_events_data``, taken whole when FUSE split or cut it."""
+                     offset: int) -> int | None:
+        """A write to ``user_events_data``, taken whole when FUSE split or cut
+        it; None when it is looked at whole in the writer's lane (then
+        :meth:`_write_whole` replies)."""
         key = (req.pid, fh)
         rest = self._rest.pop(key, None)
         if rest is not None and rest[0] == offset:
@@ -236,23 +235,53 @@ class RequestHandler:
         self.native.remember(task)
         self.native.file_used(fh, file)
         log.debug("write fh %d: %d bytes by %d at %d: engine", fh, len(data), req.pid, offset)
-        whole: WholeWrite | None = None
-        read = functools.partial(self.read_memory, req.pid, task.tgid)
         if offset == 0 and len(data) >= min(request_limits()):
-            whole = whole_write(read, req.pid, len(data))
+            self.nursery.start_soon(self._write_whole, req, fh, file, data, task, None)
+            return None
         try:
-            if whole is None:
-                return file.write(data, offset, task)
-        except TracefsError:
+            return file.write(data, offset, task)
+        except TracefsError as refused:
             # A fault in an iovec leaves the request short, which the engine
             # may refuse (too short for the fields) where the kernel says
             # EFAULT: look at the whole write (the failed call changed nothing).
-            if offset != 0 or (whole := whole_write(read, req.pid, len(data))) is None:
+            if offset != 0:
                 raise
-        file.write_whole(whole.data, whole.count, whole.faulted, task)
-        log.debug("write fh %d: %d of a %d-byte write, taken whole", fh, len(data), whole.count)
-        self._rest[key] = (len(data), whole.count - len(data))
-        return len(data)
+            self.nursery.start_soon(self._write_whole, req, fh, file, data, task, refused)
+            return None
+
+    async def _write_whole(self, req: Request, fh: int, file: UserEventsDataFile, data: bytes,
+                           task: Task, refused: TracefsError | None) -> None:
+        """The writer's whole write, looked at in its lane (its system call,
+        its iovecs, its first MiB; the rest only if the engine asks, for an
+        enabled event), then taken by the engine on the trio thread: memory
+        that never faults in holds up only this writer. Without a whole write
+        to see, the request itself is the write (or ``refused`` stands)."""
+        read = functools.partial(read_in_lane, req.pid)
+        interrupted, whole = await self._in_lane(req, fh, whole_write, read, req.pid, len(data))
+        try:
+            while not interrupted:
+                try:
+                    if whole is None:
+                        if refused is not None:
+                            raise refused
+                        count = file.write(data, 0, task)
+                    else:
+                        file.write_whole(whole.data, whole.count, whole.known_faulted, task)
+                        log.debug("write fh %d: %d of a %d-byte write, taken whole", fh,
+                                  len(data), whole.count)
+                        self._rest[req.pid, fh] = (len(data), whole.count - len(data))
+                        count = len(data)
+                    break
+                except NotLookedAt:
+                    assert whole is not None
+                    interrupted, _ = await self._in_lane(req, fh, whole.faulted)
+        except Exception as exc:
+            self._reply_after_publish(req.reply_err, self._refused(exc, "write", req, fh))
+            return
+        if interrupted:
+            req.reply_err(errno.EINTR)
+            return
+        self._reply_after_publish(req.reply_write, count)
 
     def ioctl(self, req: Request, ino: int, fh: int, cmd: int, arg: int,
               in_data: bytes, out_size: int, flags: int) -> None:
@@ -333,22 +362,32 @@ class RequestHandler:
             return
         self._reply_after_publish(req.reply_ioctl, result)
 
+    async def _in_lane(self, req: Request, fh: int, work: Callable[..., T],
+                       *args: object) -> tuple[bool, T | None]:
+        """``work(*args)`` in the lane of the request's caller: (interrupted,
+        its result). A FUSE INTERRUPT (the caller was signalled, or killed)
+        ends the wait: (True, None), the worker abandoned."""
+        with self._waiting(req, fh) as (scope, _):
+            if req.watch_interrupts():
+                scope.cancel()
+            return False, await self.lanes.run(req.uid, work, *args)
+        return True, None
+
     async def _fetch(self, req: Request, fh: int, file: UserEventsDataFile, cmd: int, arg: int,
                      fetched: dict[tuple[int, int], bytes], need: Unfetched) -> None:
         """Read what the call needs of its caller's memory in the caller's
         lane, then run the call again; an interrupt ends the wait (EINTR:
         nothing was changed yet)."""
         try:
-            with self._waiting(req, fh) as (scope, _):
-                if req.watch_interrupts():
-                    scope.cancel()
-                data = await self.lanes.run(req.uid, read_in_lane, req.pid, need.addr, need.size)
+            interrupted, data = await self._in_lane(req, fh, read_in_lane, req.pid, need.addr,
+                                                    need.size)
         except Exception as exc:  # an unexpected errno: a bug, EIO
             req.reply_err(self._refused(exc, "ioctl", req, fh, cmd))
             return
-        if scope.cancelled_caught:
+        if interrupted:
             req.reply_err(errno.EINTR)
             return
+        assert data is not None
         fetched[need.addr, need.size] = data
         self._caller_ioctl(req, fh, file, cmd, arg, fetched)
 
@@ -364,16 +403,12 @@ class RequestHandler:
         wait with EINTR, answered as if the bit could not be written; the
         abandoned worker finishes when the access does.
         """
-        failed: BitWrite | None = None
         try:
-            with self._waiting(req, fh) as (scope, _):
-                if req.watch_interrupts():
-                    scope.cancel()
-                failed = await self.lanes.run(req.uid, write_in_lane, task.pid, writes)
+            interrupted, failed = await self._in_lane(req, fh, write_in_lane, task.pid, writes)
         except Exception as exc:  # an unexpected errno: a bug, EIO
             self._reply_after_publish(req.reply_err, self._refused(exc, "ioctl", req, fh, cmd))
             return
-        if scope.cancelled_caught:
+        if interrupted:
             bit = next((w for w in writes if isinstance(w, BitWrite)), None)
             if bit is not None:
                 file.enable_write_failed(cmd, task, bit.addr, bit.bit)
