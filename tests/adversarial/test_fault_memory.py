@@ -249,27 +249,21 @@ def _stop_and_send(mount: Mount, clients: list[Interactive]) -> None:
         os.kill(daemon, signal.SIGCONT)
 
 
-def _died_of_sigbus(mount: Mount, toucher: Interactive) -> None:
-    try:
-        toucher.proc.communicate(timeout=STEP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise _hung(mount, "the toucher's fault", toucher.proc) from None
-    assert toucher.proc.returncode == -signal.SIGBUS
-
-
 @pytest.mark.parametrize("file", [RAW, STATUS])
 def test_fault_on_a_page_another_client_is_filling(mount: Mount, c_client: CClient,
                                                    file: str) -> None:
     """The daemon's access reaches a page whose fill another process started.
 
     The toucher's fault locks the page and queues its read for the daemon's
-    Python thread, which is then inside the registrar's ioctl, reading the
-    name on that very page: the access waits for the lock, the lock for the
-    read, the read for the access. The order is made certain by stopping the
-    daemon while both requests are sent (they queue in the kernel in order).
-    The receiver's watchdog refuses the queued fill after 100 ms: the toucher
-    dies of SIGBUS (the only way a refused fill can end a fault), the
-    registrar gets EFAULT, and the daemon serves on. Before, every client hung.
+    Python thread; the registrar's name lies on that very page. The order is
+    made certain by stopping the daemon while both requests are sent (they
+    queue in the kernel in order). When the name was read on the Python
+    thread, the access waited for the lock, the lock for the read, the read
+    for the access: every client hung, until the receiver's watchdog refused
+    the fill after 100 ms (the toucher died of SIGBUS, the registrar got
+    EFAULT). Now the name is read in the registrar's lane (issue 19 item 3):
+    the Python thread serves the fill meanwhile, and the registration reads
+    the mapped page, as the kernel's does.
     """
     fault_mem = str(c_client("fault_mem"))
     registrar = Interactive(mount, [fault_mem, "reg-late", str(mount), file])
@@ -277,8 +271,8 @@ def test_fault_on_a_page_another_client_is_filling(mount: Mount, c_client: CClie
     assert registrar.line() == "ready"
     assert toucher.line() == "ready"
     _stop_and_send(mount, [registrar, toucher])
-    assert registrar.line() == "reg-late rc=-1 errno=EFAULT"
-    _died_of_sigbus(mount, toucher)
+    assert registrar.line() == "reg-late rc=0 errno=0"
+    assert toucher.finish() == ["touch-late rc=0 errno=0"]
     registrar.finish()
     still_serving(mount)
     log = mount.log_text()

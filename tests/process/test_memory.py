@@ -21,7 +21,16 @@ from pathlib import Path
 import pytest
 
 from tracefs_fuse.engine._memory import Tgid
-from tracefs_fuse.process._memory import PAGE_SIZE, ClientMemory, read_stat
+from tracefs_fuse.process._memory import (
+    PAGE_SIZE,
+    BitWrite,
+    ClientMemory,
+    PutUser,
+    Unfetched,
+    read_in_lane,
+    read_stat,
+    write_in_lane,
+)
 
 TIMEOUT_S = 5.0
 
@@ -200,6 +209,49 @@ def test_memory_caller_write_across_pages_in_one_call(memory: ClientMemory) -> N
     with memory.serving(me, me):
         assert memory.write(me, at, b"abcdef" * 1000) == 6000
     assert buf.raw[PAGE_SIZE - 2:PAGE_SIZE - 2 + 6000] == b"abcdef" * 1000
+
+
+# -- the caller's memory in its lane (issue 19 item 3) ----------------------------------
+
+
+def test_memory_deferring_answers_from_what_was_fetched_and_records_writes(
+        memory: ClientMemory, pages: Client) -> None:
+    at = base(pages)
+    fetched = {(at, 4): b"abcd"}
+    with memory.serving(pages.pid, pages.pid), memory.deferring(fetched) as writes:
+        assert memory.read(pages.pid, at, 4) == b"abcd"
+        with pytest.raises(Unfetched) as need:
+            memory.read(pages.pid, at, 5)  # another read: the lane must make it
+        assert memory.write_bit(pages.pid, at, 9, True)
+        assert memory.write(pages.pid, at + 8, b"xy") == 2
+    assert (need.value.addr, need.value.size) == (at, 5)
+    assert writes == [BitWrite(at, 9, True), PutUser(at + 8, b"xy")]
+    assert pages.ask("dump 0 16") == page0(0, 16).hex()  # nothing written meanwhile
+
+
+def test_memory_lane_read_stops_exactly_at_unmapped_page(pages: Client) -> None:
+    at = base(pages)
+    assert read_in_lane(pages.pid, at, 2 * PAGE_SIZE) == page0(0, PAGE_SIZE) + page1(0, PAGE_SIZE)
+    assert read_in_lane(pages.pid, at + 2 * PAGE_SIZE - 5, 10) == page1(PAGE_SIZE - 5, 5)
+    assert read_in_lane(pages.pid, at + 2 * PAGE_SIZE, 1) == b""
+
+
+def test_memory_lane_writes_in_order_up_to_a_bit_that_fails(pages: Client) -> None:
+    """A failed bit ends the writes (the kernel returns before its put_user);
+    a failed put_user does not (its result is ignored)."""
+    at = base(pages)
+    writes = [BitWrite(at + 4, 9, True), BitWrite(at + 4, 2, False),
+              PutUser(at + PAGE_SIZE, b"\x00"),  # read-only: ignored
+              PutUser(at, b"\xaa"),
+              BitWrite(at + PAGE_SIZE, 0, True),  # read-only: the end
+              PutUser(at + 1, b"\xbb")]
+    assert write_in_lane(pages.pid, writes) == writes[4]
+    expected = bytearray(page0(0, 8))
+    expected[0] = 0xAA
+    expected[5] |= 1 << 1
+    expected[4] &= ~(1 << 2)
+    assert pages.ask("dump 0 8") == expected.hex()
+    assert pages.ask(f"dump {PAGE_SIZE} 1") == page1(0, 1).hex()
 
 
 def test_memory_caller_is_only_the_caller(memory: ClientMemory, pages: Client) -> None:

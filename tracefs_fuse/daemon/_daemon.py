@@ -3,7 +3,9 @@
 Rules:
   * Everything runs in one trio thread: pyfuse3's dispatch, the bridge's
     handlers, process events. Engine calls are synchronous and never awaited,
-    so every request sees (and leaves) a consistent engine.
+    so every request sees (and leaves) a consistent engine. Only accesses to
+    one client's memory on that client's behalf leave it, for the client's
+    lane (``process/_lanes.py``), and never touch the engine there.
   * A process is followed (its image pinned, ``_tracking``) from the first
     ioctl its thread sends to ``user_events_data``; nothing is ever written
     into a process outside its own request but through its pinned image.
@@ -49,7 +51,7 @@ from ..fuse._session import (
 from ..host._host_events import host_highest_event_id
 from ..host._mountinfo import mount_device
 from ..process._budget import FdBudget, raise_fd_limit
-from ..process._memory import ClientMemory, watch_accesses
+from ..process._memory import CallerWrite, ClientMemory, watch_accesses
 from ..process._tasks import TaskFacts, TaskTable
 from ..process._tracking import ProcessTracker
 from ._config import MountConfig
@@ -104,7 +106,7 @@ class Daemon:
         self.memory = ClientMemory(budget=self.budget)
         self.tasks = TaskTable()
         self.engine = Tracefs(
-            nr_cpus=config.nr_cpus or possible_cpus(), memory=self.memory,
+            nr_cpus=config.nr_cpus or possible_cpus(), memory=self.memory, bits=self.memory,
             clocks=host_clocks(), abi=config.abi, user_events_max=config.user_events_max,
             buffer_size_kb=config.buffer_size_kb, marker_ip=marker_ip,
             auto_enable=config.events, first_event_id=first_dynamic_id(host_highest_event_id()))
@@ -136,13 +138,17 @@ class Daemon:
         return self.tasks.tgid(tid) or Tgid(tid)
 
     @contextlib.contextmanager
-    def caller(self, tid: int, uid: int, registering: bool) -> Iterator[Task]:
+    def caller(self, tid: int, uid: int, registering: bool,
+               fetched: dict[tuple[int, int], bytes]) -> Iterator[tuple[Task, list[CallerWrite]]]:
         """Around a user_events_data ioctl: its caller (of uid ``uid``) is
-        followed, and its memory is reached through the request (``_memory``)."""
+        followed, and its memory is what its lane read (``fetched``: a read of
+        anything else raises ``Unfetched``) and will write (the list yielded;
+        ``_memory.ClientMemory.deferring``)."""
         task = self._capable_task(tid)
         self.tracker.enter(task.tgid, tid, uid, registering=registering)
         try:
-            yield task
+            with self.memory.deferring(fetched) as writes:
+                yield task, writes
         finally:
             self.tracker.leave(task.tgid)
 
@@ -157,11 +163,6 @@ class Daemon:
             return None
         tail = self.memory.read(perf.owner_tgid, start + DATA_TAIL, _U64.size)
         return _U64.unpack(tail)[0] if len(tail) == _U64.size else None
-
-    def read_caller_memory(self, tid: int, tgid: Tgid, addr: int, size: int) -> bytes:
-        """Memory of the process whose thread ``tid`` waits for our reply."""
-        with self.memory.serving(tgid, tid):
-            return self.memory.read(tgid, addr, size)
 
     def control_task(self, tid: int) -> Task:
         """An open or a control-file write: where it ran, and its capabilities.
@@ -262,8 +263,7 @@ class Daemon:
                 self.handler = RequestHandler(
                     self.ops, nursery, self.mappings, writer_task=self.writer_task,
                     control_task=self.control_task, caller=self.caller,
-                    changed=self.take_changes, pages=self.pages, native=self.native,
-                    read_memory=self.read_caller_memory)
+                    changed=self.take_changes, pages=self.pages, native=self.native)
                 self.native.start(self.publish)
                 log.info("%s", self.tracker.describe())
                 nursery.start_soon(self.pages.run)

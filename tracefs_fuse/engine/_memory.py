@@ -31,3 +31,20 @@ class ProcessMemory(Protocol):
         ``FOLL_WRITE`` pin does, rather than force the write.
         """
         ...
+
+
+class EnableBits(Protocol):
+    """Where enable bits are written (default: a read-modify-write of the
+    byte through :class:`ProcessMemory`, ``_user_events.ByteReadModifyWrite``).
+
+    A driver may make the caller's own writes after the engine call instead
+    (the kernel's caller faults its page in without holding anyone else up):
+    it then reports them done, and a write that fails later is answered by
+    ``UserEventsData.enable_write_failed``.
+    """
+
+    def write_bit(self, tgid: Tgid, addr: int, bit: int, value: bool) -> bool:
+        """Set (``value``) or clear bit ``bit`` of the 32- or 64-bit value at
+        ``addr`` (the kernel's ``enable_addr``/``enable_bit``); False if it
+        cannot be written."""
+        ...

@@ -29,7 +29,7 @@ from ._events_dir import EventsDir
 from ._ftrace_events import (TRACE_PRINT, TRACE_RAW_DATA, mark_raw_write, mark_write,
                              print_event, raw_data_event)
 from ._legacy_abi import LegacyRegistration
-from ._memory import ProcessMemory
+from ._memory import EnableBits, ProcessMemory
 from ._output import MARKER_SYMBOL, OutputOptions, TraceOutput
 from ._readme import README
 from ._page import HEADER_EVENT, render_header_page
@@ -74,6 +74,8 @@ class Tracefs:
     Args:
         nr_cpus: per-CPU ring buffers (``per_cpu/cpu0`` ..).
         memory: access to processes' memory for enable bits.
+        bits: where enable bits are written (default: through ``memory``;
+            see :class:`~._memory.EnableBits`).
         clocks: the trace clocks' time sources.
         abi: a key of :data:`ABI_MODES`.
         user_events_max: ``kernel.user_events_max``.
@@ -91,7 +93,8 @@ class Tracefs:
     """
 
     def __init__(self, *, nr_cpus: int, memory: ProcessMemory, clocks: TraceClocks,
-                 abi: str = "auto", user_events_max: int = DEFAULT_USER_EVENTS_MAX,
+                 bits: EnableBits | None = None, abi: str = "auto",
+                 user_events_max: int = DEFAULT_USER_EVENTS_MAX,
                  buffer_size_kb: int = 1410, marker_ip: int | Callable[[], int] = 0,
                  auto_enable: tuple[str, ...] = (),
                  first_event_id: int = FIRST_ID_UNKNOWN_HOST) -> None:
@@ -126,7 +129,7 @@ class Tracefs:
         self._status_version = 0
         self.auto_enable = AutoEnable(self.top, auto_enable)
         self.registry = UserEventRegistry(
-            self.events, memory, status_page=self.status_page, max_events=user_events_max,
+            self.events, memory, bits=bits, status_page=self.status_page, max_events=user_events_max,
             era=next(iter(self.abis)) if len(self.abis) == 1 else None,
             on_created=self._user_event_created, on_destroyed=self.dynamic_events.remove)
         self.dynamic_events.providers.append(UserEventsProvider(self.registry))

@@ -11,7 +11,9 @@ Rules:
     intended result at once.
   * Enable bits live in client memory. Every change of an event's probes is
     written into every process holding an enabler for it, through the injected
-    :class:`~._memory.ProcessMemory`, before the call that changed it returns.
+    :class:`~._memory.EnableBits`, before the call that changed it returns
+    (a driver may make the caller's own first write after the call: see
+    :class:`~._memory.EnableBits`).
   * Enablers belong to a process image (:class:`UserEventMm`, the kernel's
     ``struct user_event_mm``), found by key in O(1): by ``(addr, bit)`` in its
     process, by identity in its event. A fork copies them without writing
@@ -40,7 +42,7 @@ from ._errors import TracefsError
 from ._events import EventTable, Probe, TraceEvent
 from ._field import KERNEL_SPACE, TRACE_ENTRY, Field
 from ._jhash import hash_32, jhash
-from ._memory import ProcessMemory, Tgid
+from ._memory import EnableBits, ProcessMemory, Tgid
 from ._task import Task
 from ._uapi import Abi
 from ._user_command import (UserCommand, fields_match, min_size, parse_fields,
@@ -270,16 +272,43 @@ class StatusSlots(Protocol):
     def update(self, event: UserEvent) -> None: ...
 
 
+class ByteReadModifyWrite:
+    """:class:`~._memory.EnableBits` through a :class:`~._memory.ProcessMemory`:
+    a read-modify-write of the byte holding the bit.
+
+    ``enable_bit`` numbers bits of the 32- or 64-bit value at ``enable_addr``
+    (the kernel's align_addr_bit() makes that true for 32-bit values on
+    64-bit kernels); on little-endian that is bit ``bit % 8`` of byte
+    ``addr + bit // 8``. The kernel's set_bit() is atomic; this
+    read-modify-write is not, so a client changing other bits of the same
+    byte at the same moment can lose its update.
+    """
+
+    def __init__(self, memory: ProcessMemory) -> None:
+        self.memory = memory
+
+    def write_bit(self, tgid: Tgid, addr: int, bit: int, value: bool) -> bool:
+        byte = addr + bit // 8
+        mask = 1 << (bit % 8)
+        old = self.memory.read(tgid, byte, 1)
+        if len(old) != 1:
+            return False
+        new = old[0] | mask if value else old[0] & ~mask
+        return self.memory.write(tgid, byte, bytes((new,))) == 1
+
+
 class UserEventRegistry:
     """All user events of one tracefs and everything that refers to them."""
 
     def __init__(self, events: EventTable, memory: ProcessMemory, *,
+                 bits: EnableBits | None = None,
                  status_page: StatusSlots | None = None,
                  max_events: int = DEFAULT_USER_EVENTS_MAX, era: Abi | None = Abi.MAINLINE,
                  on_created: Callable[[UserEvent], None] = lambda event: None,
                  on_destroyed: Callable[[UserEvent], None] = lambda event: None) -> None:
         self.events = events
         self.memory = memory
+        self.bits = bits or ByteReadModifyWrite(memory)
         self.status_page = status_page
         self.max_events = max_events
         #: The era ``dynamic_events`` commands follow: a pinned mount's, or
@@ -560,22 +589,8 @@ class UserEventRegistry:
             self.status_page.update(event)
 
     def _write_bit(self, enabler: Enabler, value: bool) -> bool:
-        """Set or clear one bit in a process, touching only the byte holding it.
-
-        ``enable_bit`` numbers bits of the 32- or 64-bit value at ``enable_addr``
-        (the kernel's align_addr_bit() makes that true for 32-bit values on
-        64-bit kernels); on little-endian that is bit ``bit % 8`` of byte
-        ``addr + bit // 8``. The kernel's set_bit() is atomic; this
-        read-modify-write is not, so a client changing other bits of the same
-        byte at the same moment can lose its update.
-        """
-        addr = enabler.addr + enabler.bit // 8
-        mask = 1 << (enabler.bit % 8)
-        old = self.memory.read(enabler.tgid, addr, 1)
-        if len(old) != 1:
-            return False
-        new = old[0] | mask if value else old[0] & ~mask
-        return self.memory.write(enabler.tgid, addr, bytes((new,))) == 1
+        """Set or clear one enabler's bit in its process."""
+        return self.bits.write_bit(enabler.tgid, enabler.addr, enabler.bit, value)
 
     # -- records ----------------------------------------------------------------
 

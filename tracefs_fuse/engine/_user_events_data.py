@@ -110,6 +110,18 @@ class UserEventsData:
         self.memory.write(task.tgid, arg + uapi.USER_REG_WRITE_INDEX_OFFSET,
                           index.to_bytes(4, "little"))
 
+    def enable_write_failed(self, cmd: int, task: Task, addr: int, bit: int) -> TracefsError:
+        """The answer when the caller's own write of ``(addr, bit)``, which
+        the driver made after the call returned (:class:`~._memory.EnableBits`),
+        failed: a registration's first write (its enabler is dropped again,
+        as the kernel never tracks one whose write failed; the slot stays) or
+        an unregistration's clear.
+        """
+        if cmd == uapi.DIAG_IOCSREG:
+            self.registry.remove_enablers(task.tgid, addr, bit)
+            return TracefsError(errno.ENOMEM, "cannot write the enable bit")
+        return TracefsError(errno.EFAULT, "cannot clear the enable bit")
+
     def unregister(self, arg: int, task: Task) -> None:
         """DIAG_IOCSUNREG: forget ``(disable_addr, disable_bit)`` and clear the bit."""
         size = int.from_bytes(copy_from_user(self.memory, task, arg, 4), "little")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ._errors import TracefsError
 from ._task import Task
 from ._tree import TRACE_MODE_WRITE, File, FileKind, OpenFile
 from ._user_events import UserEventsFile
@@ -40,6 +41,10 @@ class UserEventsDataFile(OpenFile):
 
     def ioctl(self, cmd: int, arg: int, task: Task) -> int:
         return self.data.ioctl(self.file, cmd, arg, task)
+
+    def enable_write_failed(self, cmd: int, task: Task, addr: int, bit: int) -> TracefsError:
+        """See ``UserEventsData.enable_write_failed``."""
+        return self.data.enable_write_failed(cmd, task, addr, bit)
 
     def release(self) -> None:
         self.file.release()

@@ -14,6 +14,11 @@ Rules:
     docs/readers.md).
   * 32-bit callers (``FUSE_IOCTL_COMPAT``) get ENOTTY: user_events_data has no
     ``compat_ioctl``.
+  * A user_events_data ioctl touches its caller's memory only in the
+    caller's lane (a worker thread, ``process/_lanes.py``): the engine runs
+    on what the lane read, again after each read it still needed, and the
+    lane makes what the call wrote; only the caller waits for its memory,
+    and a FUSE INTERRUPT ends that wait (EINTR).
   * ``GET_READER`` on a descriptor opened without ``O_NONBLOCK`` waits as a
     blocked read does, for ``buffer_percent`` (``tracing_buffers_ioctl``);
     ``ioctl(fd, 0)`` ends the wait and the reader is taken anyway.
@@ -34,17 +39,18 @@ import errno
 import functools
 import logging
 import os
-from typing import Callable, ContextManager, Iterator
+from typing import Callable, ContextManager, Iterator, TypeVar
 
 import trio
 
 from ..engine._buffer_files import RawPipeFile
 from ..engine._errors import TracefsError, WouldBlock
-from ..engine._memory import Tgid
 from ..engine._task import Task
 from ..engine._tree import FileKind, OpenFile
 from ..engine._uapi import DIAG_IOCSREG
 from ..engine._user_events_files import UserEventsDataFile
+from ..process._lanes import Lanes
+from ..process._memory import BitWrite, CallerWrite, Unfetched, read_in_lane, write_in_lane
 from ._errno import errno_of, request_name
 from ._fast_path import NativeWrites
 from ._inodes import Path
@@ -52,9 +58,10 @@ from ._mmap import MappingTracker
 from ._operations import TracefsOperations
 from ._pagepush import REPLY_ERR, REPLY_IOCTL, REPLY_WRITE, PagePusher, Store
 from ._session import Request, request_limits
-from ._whole_write import WholeWrite, whole_write
+from ._whole_write import NotLookedAt, whole_write
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: fuse_ioctl_in.flags: FUSE_IOCTL_COMPAT (a 32-bit caller on a 64-bit kernel).
 FUSE_IOCTL_COMPAT = 1 << 0
@@ -70,9 +77,10 @@ class RequestHandler:
 
     def __init__(self, ops: TracefsOperations, nursery: trio.Nursery, mappings: MappingTracker,
                  *, writer_task: Callable[[int], Task], control_task: Callable[[int], Task],
-                 caller: Callable[[int, int, bool], ContextManager[Task]],
-                 changed: Callable[[], list[Store]], pages: PagePusher, native: NativeWrites,
-                 read_memory: Callable[[int, Tgid, int, int], bytes]) -> None:
+                 caller: Callable[[int, int, bool, dict[tuple[int, int], bytes]],
+                                  ContextManager[tuple[Task, list[CallerWrite]]]],
+                 changed: Callable[[], list[Store]], pages: PagePusher,
+                 native: NativeWrites) -> None:
         self.ops = ops
         self.nursery = nursery
         self.mappings = mappings
@@ -80,17 +88,17 @@ class RequestHandler:
         self.writer_task = writer_task
         #: ... for control-file writes (adds capabilities).
         self.control_task = control_task
-        #: ... around user_events_data ioctls: ``caller(tid, uid, registering)``
-        #: (the caller is followed, and its memory reached through the request).
+        #: ... around user_events_data ioctls: ``caller(tid, uid, registering,
+        #: fetched)`` (the caller is followed; its memory is what its lane
+        #: read, and what the engine writes there is recorded for its lane).
         self.caller = caller
+        #: Where a caller's own writes wait (only it waits for them).
+        self.lanes = Lanes()
         #: Wakes readers and returns the page stores a request's reply waits for.
         self.changed = changed
         self.pages = pages
         #: The native fast path: its table is republished before each reply.
         self.native = native
-        #: ``read_memory(tid, tgid, addr, size)``: a caller's memory while its
-        #: request waits, to see a write FUSE split (see _whole_write).
-        self.read_memory = read_memory
         #: (writer's tid, fh) -> (offset, bytes) FUSE will send of a write
         #: already answered whole.
         self._rest: dict[tuple[int, int], tuple[int, int]] = {}
@@ -211,11 +219,14 @@ class RequestHandler:
         except Exception as exc:
             self._reply_after_publish(req, REPLY_ERR, self._refused(exc, "write", req, fh))
         else:
-            self._reply_after_publish(req, REPLY_WRITE, count)
+            if count is not None:  # None: answered from the writer's lane
+                self._reply_after_publish(req, REPLY_WRITE, count)
 
     def _write_event(self, req: Request, fh: int, file: UserEventsDataFile, data: bytes,
-                     offset: int) -> int:
-        """A write to ``user_events_data``, taken whole when FUSE split or cut it."""
+                     offset: int) -> int | None:
+        """A write to ``user_events_data``, taken whole when FUSE split or cut
+        it; None when it is looked at whole in the writer's lane (then
+        :meth:`_write_whole` replies)."""
         key = (req.pid, fh)
         rest = self._rest.pop(key, None)
         if rest is not None and rest[0] == offset:
@@ -229,23 +240,53 @@ class RequestHandler:
         self.native.remember(task)
         self.native.file_used(fh, file)
         log.debug("write fh %d: %d bytes by %d at %d: engine", fh, len(data), req.pid, offset)
-        whole: WholeWrite | None = None
-        read = functools.partial(self.read_memory, req.pid, task.tgid)
         if offset == 0 and len(data) >= min(request_limits()):
-            whole = whole_write(read, req.pid, len(data))
+            self.nursery.start_soon(self._write_whole, req, fh, file, data, task, None)
+            return None
         try:
-            if whole is None:
-                return file.write(data, offset, task)
-        except TracefsError:
+            return file.write(data, offset, task)
+        except TracefsError as refused:
             # A fault in an iovec leaves the request short, which the engine
             # may refuse (too short for the fields) where the kernel says
             # EFAULT: look at the whole write (the failed call changed nothing).
-            if offset != 0 or (whole := whole_write(read, req.pid, len(data))) is None:
+            if offset != 0:
                 raise
-        file.write_whole(whole.data, whole.count, whole.faulted, task)
-        log.debug("write fh %d: %d of a %d-byte write, taken whole", fh, len(data), whole.count)
-        self._rest[key] = (len(data), whole.count - len(data))
-        return len(data)
+            self.nursery.start_soon(self._write_whole, req, fh, file, data, task, refused)
+            return None
+
+    async def _write_whole(self, req: Request, fh: int, file: UserEventsDataFile, data: bytes,
+                           task: Task, refused: TracefsError | None) -> None:
+        """The writer's whole write, looked at in its lane (its system call,
+        its iovecs, its first MiB; the rest only if the engine asks, for an
+        enabled event), then taken by the engine on the trio thread: memory
+        that never faults in holds up only this writer. Without a whole write
+        to see, the request itself is the write (or ``refused`` stands)."""
+        read = functools.partial(read_in_lane, req.pid)
+        interrupted, whole = await self._in_lane(req, fh, whole_write, read, req.pid, len(data))
+        try:
+            while not interrupted:
+                try:
+                    if whole is None:
+                        if refused is not None:
+                            raise refused
+                        count = file.write(data, 0, task)
+                    else:
+                        file.write_whole(whole.data, whole.count, whole.known_faulted, task)
+                        log.debug("write fh %d: %d of a %d-byte write, taken whole", fh,
+                                  len(data), whole.count)
+                        self._rest[req.pid, fh] = (len(data), whole.count - len(data))
+                        count = len(data)
+                    break
+                except NotLookedAt:
+                    assert whole is not None
+                    interrupted, _ = await self._in_lane(req, fh, whole.faulted)
+        except Exception as exc:
+            self._reply_after_publish(req, REPLY_ERR, self._refused(exc, "write", req, fh))
+            return
+        if interrupted:
+            req.reply_err(errno.EINTR)
+            return
+        self._reply_after_publish(req, REPLY_WRITE, count)
 
     def ioctl(self, req: Request, ino: int, fh: int, cmd: int, arg: int,
               in_data: bytes, out_size: int, flags: int) -> None:
@@ -280,15 +321,13 @@ class RequestHandler:
         """The ioctl, once a mappable file's mappings are known."""
         try:
             file = self.ops.files.get(fh)
-            # Only user_events_data ioctls may write into the caller's memory:
-            # only they follow it (an open() of any file sends TCGETS here too).
+            # Only user_events_data ioctls touch the caller's memory: only
+            # they follow it (an open() of any file sends TCGETS here too).
             if isinstance(file, UserEventsDataFile):
                 self.native.file_used(fh, file)  # a registration adds indices
-            if file.kind is FileKind.STREAM:
-                with self.caller(req.pid, req.uid, cmd == DIAG_IOCSREG) as task:
-                    result = file.ioctl(cmd, arg, task)
-            else:
-                result = file.ioctl(cmd, arg, self.control_task(req.pid))
+                self._caller_ioctl(req, fh, file, cmd, arg, {})
+                return
+            result = file.ioctl(cmd, arg, self.control_task(req.pid))
         except WouldBlock:
             # A blocking GET_READER waits for buffer_percent (ring_buffer_wait).
             assert isinstance(file, RawPipeFile)
@@ -306,6 +345,84 @@ class RequestHandler:
         # No output data: the kernel copies nothing back over what the engine
         # wrote into the caller's memory.
         self._reply_after_publish(req, REPLY_IOCTL, result)
+
+    def _caller_ioctl(self, req: Request, fh: int, file: UserEventsDataFile, cmd: int, arg: int,
+                      fetched: dict[tuple[int, int], bytes]) -> None:
+        """A user_events_data ioctl, run by the engine on what the caller's
+        lane read (``fetched``); what it has not read yet is read there and
+        the call run again (:meth:`_fetch`), what the call writes is written
+        there (:meth:`_caller_writes`). The caller's memory is touched only
+        in its lane, where only the caller waits, as in the kernel."""
+        try:
+            with self.caller(req.pid, req.uid, cmd == DIAG_IOCSREG, fetched) as (task, writes):
+                result = file.ioctl(cmd, arg, task)
+        except Unfetched as need:
+            self.nursery.start_soon(self._fetch, req, fh, file, cmd, arg, fetched, need)
+            return
+        except Exception as exc:
+            self._reply_after_publish(req, REPLY_ERR, self._refused(exc, "ioctl", req, fh, cmd))
+            return
+        if writes:
+            self.nursery.start_soon(self._caller_writes, req, fh, file, cmd, task, writes, result)
+            return
+        self._reply_after_publish(req, REPLY_IOCTL, result)
+
+    async def _in_lane(self, req: Request, fh: int, work: Callable[..., T],
+                       *args: object) -> tuple[bool, T | None]:
+        """``work(*args)`` in the lane of the request's caller: (interrupted,
+        its result). A FUSE INTERRUPT (the caller was signalled, or killed)
+        ends the wait: (True, None), the worker abandoned."""
+        with self._waiting(req, fh) as (scope, _):
+            if req.watch_interrupts():
+                scope.cancel()
+            return False, await self.lanes.run(req.uid, work, *args)
+        return True, None
+
+    async def _fetch(self, req: Request, fh: int, file: UserEventsDataFile, cmd: int, arg: int,
+                     fetched: dict[tuple[int, int], bytes], need: Unfetched) -> None:
+        """Read what the call needs of its caller's memory in the caller's
+        lane, then run the call again; an interrupt ends the wait (EINTR:
+        nothing was changed yet)."""
+        try:
+            interrupted, data = await self._in_lane(req, fh, read_in_lane, req.pid, need.addr,
+                                                    need.size)
+        except Exception as exc:  # an unexpected errno: a bug, EIO
+            req.reply_err(self._refused(exc, "ioctl", req, fh, cmd))
+            return
+        if interrupted:
+            req.reply_err(errno.EINTR)
+            return
+        assert data is not None
+        fetched[need.addr, need.size] = data
+        self._caller_ioctl(req, fh, file, cmd, arg, fetched)
+
+    async def _caller_writes(self, req: Request, fh: int, file: UserEventsDataFile, cmd: int,
+                             task: Task, writes: list[CallerWrite], result: int) -> None:
+        """A user_events ioctl's writes into its caller (its first enable bit,
+        ``write_index``), made in the caller's lane, then the reply.
+
+        The kernel's caller faults its own page in, and only it waits; here
+        too: a page that never faults in (a userfaultfd nobody resolves) holds
+        up this request alone. An interrupt (the caller was signalled or
+        killed: its own userfaultfd is released only once it is gone) ends the
+        wait with EINTR, answered as if the bit could not be written; the
+        abandoned worker finishes when the access does.
+        """
+        try:
+            interrupted, failed = await self._in_lane(req, fh, write_in_lane, task.pid, writes)
+        except Exception as exc:  # an unexpected errno: a bug, EIO
+            self._reply_after_publish(req, REPLY_ERR, self._refused(exc, "ioctl", req, fh, cmd))
+            return
+        if interrupted:
+            bit = next((w for w in writes if isinstance(w, BitWrite)), None)
+            if bit is not None:
+                file.enable_write_failed(cmd, task, bit.addr, bit.bit)
+            self._reply_after_publish(req, REPLY_ERR, errno.EINTR)
+        elif failed is not None:
+            error = file.enable_write_failed(cmd, task, failed.addr, failed.bit)
+            self._reply_after_publish(req, REPLY_ERR, self._refused(error, "ioctl", req, fh, cmd))
+        else:
+            self._reply_after_publish(req, REPLY_IOCTL, result)
 
     def _refused(self, exc: Exception, op: str, req: Request, fh: int,
                  cmd: int | None = None) -> int:

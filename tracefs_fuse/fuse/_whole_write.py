@@ -53,6 +53,11 @@ ReadMemory = Callable[[int, int], bytes]
 READ_LIMIT = 1 << 20
 
 
+class NotLookedAt(Exception):
+    """(not a TracefsError: the engine lets it through, before any record)
+    Whether the rest of the write is readable is not known yet."""
+
+
 class WholeWrite:
     """What the writer's system call wrote.
 
@@ -76,6 +81,14 @@ class WholeWrite:
         #: (address, length) of what is left to fault in.
         self._rest = rest
         self._faulted: bool | None = True if faulted else None
+
+    def known_faulted(self) -> bool:
+        """:meth:`faulted`, once looked at; before, :class:`NotLookedAt` (the
+        engine asks this on the trio thread, and the look is made in the
+        writer's lane: ``_requests``)."""
+        if self._faulted is None:
+            raise NotLookedAt("the rest of the write was not looked at yet")
+        return self._faulted
 
     def faulted(self) -> bool:
         """Some byte of it cannot be read (looked at once, on the first call)."""

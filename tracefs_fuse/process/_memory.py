@@ -5,7 +5,11 @@ The kernel touches a process's memory in two ways, and so do we:
 * ``copy_from_user``/``put_user`` on the *caller's* memory, while its ioctl
   runs (the struct, the name, ``write_index``, the first write of an enable
   bit). Here: ``process_vm_readv``/``process_vm_writev`` on the calling
-  thread, while :meth:`ClientMemory.serve` names it. Nothing can swap that memory
+  thread, while :meth:`ClientMemory.serve` names it; for a user_events ioctl
+  only on a worker thread of the caller's lane (:func:`read_in_lane`,
+  :func:`write_in_lane`, ``_lanes.py``), the engine running on what was read
+  there (:meth:`ClientMemory.deferring`), so that only the caller waits for
+  its memory, as in the kernel. Nothing can swap that memory
   for another meanwhile: the caller sleeps uninterruptibly until our reply
   (fs/fuse/dev.c ``request_wait_answer``, once the request is read), and an
   exec by another of its threads first waits for every other thread to die
@@ -91,6 +95,7 @@ from typing import cast
 import msgspec
 
 from ..engine._memory import Tgid
+from ..engine._user_events import ByteReadModifyWrite
 from ..lib import libc
 from ._budget import FdBudget
 from ._stat import field, split_stat
@@ -180,6 +185,38 @@ _process_vm_writev = _vm_syscall("process_vm_writev")
 # ESRCH: the thread is gone (it cannot be, during its own request, but a
 # request can be answered after a SIGKILL'd caller left).
 _SHORT_ERRNOS = frozenset({errno.EFAULT, errno.EPERM, errno.ESRCH})
+
+
+class BitWrite(msgspec.Struct, frozen=True):
+    """The caller's own enable bit (``enable_addr``, ``enable_bit``), to set or clear."""
+
+    addr: int
+    bit: int
+    value: bool
+
+
+class PutUser(msgspec.Struct, frozen=True):
+    """A ``put_user`` into the caller's memory (``write_index``, a status slot)."""
+
+    addr: int
+    data: bytes
+
+
+#: What a user_events ioctl writes into its caller, in the kernel's order.
+CallerWrite = BitWrite | PutUser
+
+
+class Unfetched(Exception):
+    """The engine read caller memory its lane has not read yet
+    (:meth:`ClientMemory.deferring`): read it there (:func:`read_in_lane`)
+    and run the call again. Not a TracefsError: the engine lets it through,
+    and it comes before the call changed anything (every user_events ioctl
+    reads all it reads first)."""
+
+    def __init__(self, addr: int, size: int) -> None:
+        super().__init__(f"{size} bytes at {addr:#x} not read yet")
+        self.addr = addr
+        self.size = size
 
 
 class StatFacts(msgspec.Struct, frozen=True, kw_only=True):
@@ -460,6 +497,11 @@ class ClientMemory:
         self._budget = budget or FdBudget()
         #: (tgid, tid) of the request being served.
         self._caller: tuple[Tgid, int] | None = None
+        #: The caller's writes left for its lane (:meth:`deferring`), or None.
+        self._deferred: list[CallerWrite] | None = None
+        #: What the caller's lane read, (addr, size) -> bytes (:meth:`deferring`).
+        self._fetched: dict[tuple[int, int], bytes] = {}
+        self._bits = ByteReadModifyWrite(self)
         self._local = _Iovec()
         # A reusable one-page request covers every transfer that does not
         # cross a page boundary (enable bits, write_index), sparing ctypes
@@ -489,6 +531,22 @@ class ClientMemory:
             yield
         finally:
             self._caller = outer
+
+    @contextlib.contextmanager
+    def deferring(self, fetched: dict[tuple[int, int], bytes]) -> Iterator[list[CallerWrite]]:
+        """Within, the caller's memory is what its lane read and will write:
+        a read is answered from ``fetched`` (what :func:`read_in_lane` read
+        there, by address and size) or raises :class:`Unfetched`; writes
+        (its enable bits, its ``put_user`` writes) are reported done and only
+        recorded, in order, for :func:`write_in_lane` to make after the
+        engine call. The caller's own memory is then never touched on this
+        thread: a page that never faults in holds up only its lane."""
+        outer = self._deferred, self._fetched
+        self._deferred, self._fetched = [], fetched
+        try:
+            yield self._deferred
+        finally:
+            self._deferred, self._fetched = outer
 
     # -- images --------------------------------------------------------------------
 
@@ -638,6 +696,11 @@ class ClientMemory:
         if size <= 0 or not 0 <= addr <= _ADDR_LIMIT - size:
             return b""
         tid = self._caller_tid(tgid)
+        if tid is not None and self._deferred is not None:
+            data = self._fetched.get((addr, size))
+            if data is None:
+                raise Unfetched(addr, size)
+            return data
         if tid is not None:
             buf = ctypes.create_string_buffer(size)
             done = self._transfer(_process_vm_readv, tid, ctypes.addressof(buf), addr, size)
@@ -666,6 +729,9 @@ class ClientMemory:
         if not data or not 0 <= addr <= _ADDR_LIMIT - len(data):
             return 0
         tid = self._caller_tid(tgid)
+        if tid is not None and self._deferred is not None:
+            self._deferred.append(PutUser(addr, data))
+            return len(data)
         if tid is not None:
             self._writes += 1
             buf = ctypes.create_string_buffer(data, len(data))
@@ -687,6 +753,15 @@ class ClientMemory:
         if done == 0:
             self._writes_refused += 1
         return done
+
+    def write_bit(self, tgid: Tgid, addr: int, bit: int, value: bool) -> bool:
+        """:class:`~tracefs_fuse.engine._memory.EnableBits`: the byte's
+        read-modify-write, at once; the caller's own while :meth:`deferring`
+        is only recorded (and reported done)."""
+        if self._deferred is not None and self._caller_tid(tgid) is not None:
+            self._deferred.append(BitWrite(addr, bit, value))
+            return True
+        return self._bits.write_bit(tgid, addr, bit, value)
 
     # -- internals ------------------------------------------------------------------
 
@@ -739,3 +814,73 @@ class ClientMemory:
                 logger.warning("no ptrace access to pid %d: reported as a fault", pid)
             return 0
         raise OSError(err, os.strerror(err))
+
+
+def write_in_lane(tid: int, writes: list[CallerWrite]) -> BitWrite | None:
+    """Make a caller's deferred writes, in order, through its thread ``tid``
+    (waiting for its request's reply), on a worker thread of its lane.
+
+    Returns the first enable bit that could not be written (nothing after it
+    is written: the kernel returns before its ``put_user``), or None. A failed
+    ``put_user`` is ignored, as by the kernel.
+
+    A page that never faults in (a userfaultfd nobody resolves) holds this
+    worker and this caller, nobody else; a file of another FUSE filesystem
+    that never answers is aborted by the watchdog after 1 s, as for the trio
+    thread; a fault on a page of our own files is answered EIO by the
+    receiver at once (the fill is the daemon's own).
+    """
+    for write in writes:
+        if isinstance(write, PutUser):
+            _lane_transfer(_process_vm_writev, tid, write.data, write.addr)
+            continue
+        byte = write.addr + write.bit // 8
+        old = ctypes.create_string_buffer(1)
+        if _lane_transfer(_process_vm_readv, tid, old, byte) != 1:
+            return write
+        mask = 1 << (write.bit % 8)
+        new = old.raw[0] | mask if write.value else old.raw[0] & ~mask
+        if _lane_transfer(_process_vm_writev, tid, bytes((new,)), byte) != 1:
+            return write
+    return None
+
+
+def read_in_lane(tid: int, addr: int, size: int) -> bytes:
+    """Read a caller's memory through its thread ``tid`` (waiting for its
+    request's reply), on a worker thread of its lane: the bytes at ``addr``,
+    stopping at the first fault (:func:`write_in_lane` says who waits)."""
+    buf = ctypes.create_string_buffer(size)
+    done = _lane_transfer(_process_vm_readv, tid, buf, addr)
+    return buf.raw[:done]
+
+
+def _lane_transfer(syscall: _VmSyscall, tid: int, data: bytes | ctypes.Array[ctypes.c_char],
+                   addr: int) -> int:
+    """One ``process_vm_*`` of up to a page or so (one iovec per page, on
+    iovecs of its own: any thread may call it), bracketed for the watchdog;
+    bytes moved before a fault."""
+    buf = data if isinstance(data, ctypes.Array) else ctypes.create_string_buffer(data, len(data))
+    size = len(data)
+    if size <= 0 or not 0 <= addr <= _ADDR_LIMIT - size:
+        return 0
+    pages = []
+    at = addr
+    while at < addr + size:
+        stop = min(addr + size, (at // PAGE_SIZE + 1) * PAGE_SIZE)
+        pages.append(_Iovec(at, stop - at))
+        at = stop
+    assert len(pages) <= _IOV_MAX, f"{size} bytes: too many for one call"
+    local = _Iovec(ctypes.addressof(buf), size)
+    remote = (_Iovec * len(pages))(*pages)
+    access_begin(tid, addr, size)
+    try:
+        got: int = syscall(tid, ctypes.addressof(local), 1, ctypes.addressof(remote),
+                           len(pages), 0)
+    finally:
+        _end(tid, addr)
+    if got >= 0:
+        return got
+    err = ctypes.get_errno()
+    if err in _SHORT_ERRNOS:
+        return 0
+    raise OSError(err, os.strerror(err))

@@ -32,10 +32,10 @@
  * faults on a page of our file (the page stays locked while its read is
  * queued for Python) and the Python thread's access to client memory reaches
  * that same page, the access waits for the page lock, the lock for the read,
- * the read for Python.  The Python thread says when it is inside an access
+ * the read for Python.  Every thread says when it is inside an access
  * (rx_access_begin/end); a watchdog thread, awake only while fills are
- * queued, answers every queued fill EIO once one access has lasted
- * RX_ACCESS_STUCK_NS.  The faulting client gets SIGBUS (or EFAULT), the page
+ * queued, answers every queued fill EIO once the Python thread's access has
+ * lasted RX_ACCESS_STUCK_NS.  The faulting client gets SIGBUS (or EFAULT), the page
  * is unlocked, the access's retried fault is the daemon's own (EIO above),
  * and the access fails: the engine answers EFAULT.  An access that is not
  * stuck lasts microseconds, so no fill is refused unless one is.
@@ -53,10 +53,18 @@
  * owner): the access fails, the engine answers EFAULT, and that filesystem
  * is gone, as `fusermount3 -u -z` plus a dead daemon would leave it.
  *
+ * Several threads access client memory: the Python thread, and the workers
+ * of the clients' lanes (process/_lanes.py: where only the caller waits).
+ * Each access takes one of RX_SLOTS slots for its duration (an access that
+ * finds none is not watched).  Every slot's access is watched for the 1 s
+ * rule; only the Python thread's for the 100 ms rule: a fill that a
+ * worker's access waits for is served by the Python thread, which that
+ * access does not hold up.
+ *
  * Threads share the queue under rx.lock; what they share outside it is a
- * C11 atomic.  The Python thread's current access (pid, addr, size, since)
- * is a seqlock: `since` is 0 while the other three change, and a reader
- * that copied them checks, after an acquire fence, that `since` did not move.
+ * C11 atomic.  A slot's current access (pid, addr, size, since) is a
+ * seqlock: `since` is 0 while the other three change, and a reader that
+ * copied them checks, after an acquire fence, that `since` did not move.
  *
  * The two items that must never be lost, the drain and the device's end,
  * are not allocated: each has its own static item (at most one of each is
@@ -125,13 +133,24 @@ static struct {
 /* The items that are never allocated (see the top of this file). */
 static struct item drain_item = {.kind = RX_DRAIN}, end_item = {.kind = RX_END};
 
-/* CLOCK_MONOTONIC (ns) at which the Python thread's current access to client
- * memory began; 0 outside one.  Then whose memory, and where. */
-static _Atomic uint64_t access_since;
-static _Atomic pid_t access_pid;
-static _Atomic uint64_t access_addr, access_size;
-/* access_since of the last access whose wait a connection abort ended. */
-static _Atomic uint64_t aborted_since;
+/* One thread's current access to client memory: CLOCK_MONOTONIC (ns) at
+ * which it began (0 outside one), whose memory and where; `since` of the
+ * last access of the slot whose wait a connection abort ended; whether a
+ * thread holds the slot, and whether that is the Python thread. */
+struct slot {
+    _Atomic uint64_t since;
+    _Atomic pid_t pid;
+    _Atomic uint64_t addr, size;
+    _Atomic uint64_t aborted_since;
+    atomic_int taken;
+    atomic_int python;
+};
+#define RX_SLOTS 64
+static struct slot slots[RX_SLOTS];
+/* The calling thread's slot during an access (-1: none). */
+static __thread int my_slot = -1;
+/* The Python thread (rx_start's caller), whose accesses fills wait for. */
+static _Atomic pid_t python_tid;
 
 /* The counters of rx_stats that threads bump without rx.lock. */
 static atomic_ullong received, served_natively, own_fills_refused,
@@ -148,17 +167,31 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* The seqlock's writer (the Python thread only): `since` 0, then the
+/* The seqlock's writer (the slot's thread only): `since` 0, then the
  * release fence orders that before the new pid, addr and size, so a reader
  * that saw any of them sees `since` changed when it checks again. */
 void rx_access_begin(pid_t pid, uint64_t addr, uint64_t size)
 {
-    atomic_store_explicit(&access_since, 0, memory_order_relaxed);
+    if (my_slot < 0) {
+        for (int i = 0; i < RX_SLOTS; i++) {
+            int free_ = 0;
+            if (atomic_compare_exchange_strong(&slots[i].taken, &free_, 1)) {
+                my_slot = i;
+                break;
+            }
+        }
+        if (my_slot < 0)
+            return;  /* every slot taken: this access is not watched */
+        atomic_store(&slots[my_slot].python,
+                     (pid_t)syscall(SYS_gettid) == atomic_load(&python_tid));
+    }
+    struct slot *sl = &slots[my_slot];
+    atomic_store_explicit(&sl->since, 0, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&access_pid, pid, memory_order_relaxed);
-    atomic_store_explicit(&access_addr, addr, memory_order_relaxed);
-    atomic_store_explicit(&access_size, size, memory_order_relaxed);
-    atomic_store_explicit(&access_since, now_ns(), memory_order_release);
+    atomic_store_explicit(&sl->pid, pid, memory_order_relaxed);
+    atomic_store_explicit(&sl->addr, addr, memory_order_relaxed);
+    atomic_store_explicit(&sl->size, size, memory_order_relaxed);
+    atomic_store_explicit(&sl->since, now_ns(), memory_order_release);
 }
 
 void rx_set_own_device(unsigned major, unsigned minor)
@@ -170,9 +203,15 @@ void rx_set_own_device(unsigned major, unsigned minor)
 
 int rx_access_end(void)
 {
-    uint64_t since = atomic_exchange_explicit(&access_since, 0, memory_order_acq_rel);
-    return since != 0 &&
-           since == atomic_load_explicit(&aborted_since, memory_order_acquire);
+    if (my_slot < 0)
+        return 0;
+    struct slot *sl = &slots[my_slot];
+    uint64_t since = atomic_exchange_explicit(&sl->since, 0, memory_order_acq_rel);
+    int aborted = since != 0 &&
+                  since == atomic_load_explicit(&sl->aborted_since, memory_order_acquire);
+    atomic_store(&sl->taken, 0);
+    my_slot = -1;
+    return aborted;
 }
 
 /* Caller holds rx.lock. */
@@ -315,6 +354,7 @@ static void take_fills(struct item **out)
 }
 
 struct stuck {
+    int slot;
     pid_t pid;
     uint64_t addr, size, since;
 };
@@ -332,7 +372,7 @@ static void mount_fusectl(void)
 
 /* Aborts FUSE connection `minor` (MKDEV(0, minor): a connection's directory
  * is named by its superblock's dev_t) through fusectl. */
-static void abort_connection(unsigned minor, uint64_t since)
+static void abort_connection(unsigned minor, struct slot *sl, uint64_t since)
 {
     char path[64];
     snprintf(path, sizeof(path), FUSECTL "/%u/abort", minor);
@@ -340,11 +380,11 @@ static void abort_connection(unsigned minor, uint64_t since)
     if (fd < 0)
         return;  /* not a FUSE connection (another anonymous device) */
     /* Marked first: the access it ends looks when it returns. */
-    atomic_store_explicit(&aborted_since, since, memory_order_release);
+    atomic_store_explicit(&sl->aborted_since, since, memory_order_release);
     if (write(fd, "1", 1) == 1)
         atomic_fetch_add_explicit(&foreign_aborted, 1, memory_order_relaxed);
     else
-        atomic_store_explicit(&aborted_since, 0, memory_order_release);
+        atomic_store_explicit(&sl->aborted_since, 0, memory_order_release);
     close(fd);
 }
 
@@ -398,8 +438,9 @@ static void *unstick(void *arg)
         /* 00:00 is no device (anonymous memory); anonymous devices start at 1. */
         if (major == 0 && minor != 0 && !(major == own_major && minor == own_minor) &&
             connection_waits(minor)) {
-            if (atomic_load_explicit(&access_since, memory_order_acquire) == job.since)
-                abort_connection(minor, job.since);
+            struct slot *sl = &slots[job.slot];
+            if (atomic_load_explicit(&sl->since, memory_order_acquire) == job.since)
+                abort_connection(minor, sl, job.since);
             break;
         }
     }
@@ -413,19 +454,21 @@ static void *unstick(void *arg)
 }
 
 /* Caller holds rx.lock. */
-static void start_unstick(uint64_t since)
+static void start_unstick(int slot, uint64_t since)
 {
     struct stuck *job = malloc(sizeof(*job));
     if (!job)
         return;
+    struct slot *sl = &slots[slot];
     /* The seqlock's reader: `since` was loaded (acquire) by the caller. */
-    job->pid = atomic_load_explicit(&access_pid, memory_order_relaxed);
-    job->addr = atomic_load_explicit(&access_addr, memory_order_relaxed);
-    job->size = atomic_load_explicit(&access_size, memory_order_relaxed);
+    job->slot = slot;
+    job->pid = atomic_load_explicit(&sl->pid, memory_order_relaxed);
+    job->addr = atomic_load_explicit(&sl->addr, memory_order_relaxed);
+    job->size = atomic_load_explicit(&sl->size, memory_order_relaxed);
     job->since = since;
     /* Orders the three loads above before the re-check below. */
     atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit(&access_since, memory_order_relaxed) != since) {
+    if (atomic_load_explicit(&sl->since, memory_order_relaxed) != since) {
         free(job);  /* a new access began meanwhile: pid/addr may be its */
         return;
     }
@@ -440,13 +483,14 @@ static void start_unstick(uint64_t since)
     pthread_attr_destroy(&attr);
 }
 
-/* Answers the queued fills EIO once an access to client memory has been
- * stuck for RX_ACCESS_STUCK_NS, and hands an access stuck for
- * RX_FOREIGN_STUCK_NS to unstick() (see the top of this file). */
+/* Answers the queued fills EIO once the Python thread's access to client
+ * memory has been stuck for RX_ACCESS_STUCK_NS, and hands an access (of any
+ * slot) stuck for RX_FOREIGN_STUCK_NS to unstick(), one at a time (see the
+ * top of this file). */
 static void *watch(void *unused)
 {
     (void)unused;
-    uint64_t handed = 0;  /* the stuck access unstick() was given */
+    static uint64_t handed[RX_SLOTS];  /* the stuck access unstick() was given */
     pthread_mutex_lock(&rx.lock);
     while (!rx.stopping) {
         struct timespec until;
@@ -455,15 +499,22 @@ static void *watch(void *unused)
         until.tv_sec += until.tv_nsec / 1000000000;
         until.tv_nsec %= 1000000000;
         pthread_cond_timedwait(&rx.fill_queued, &rx.lock, &until);
-        uint64_t since = atomic_load_explicit(&access_since, memory_order_acquire);
-        if (rx.stopping || since == 0)
+        if (rx.stopping)
             continue;
-        uint64_t stuck = now_ns() - since;
-        if (stuck >= RX_FOREIGN_STUCK_NS && since != handed && !rx.unsticking) {
-            handed = since;
-            start_unstick(since);
+        uint64_t now = now_ns(), python_stuck = 0;
+        for (int i = 0; i < RX_SLOTS; i++) {
+            uint64_t since = atomic_load_explicit(&slots[i].since, memory_order_acquire);
+            if (since == 0 || since > now)
+                continue;
+            uint64_t stuck = now - since;
+            if (atomic_load(&slots[i].python))
+                python_stuck = stuck;
+            if (stuck >= RX_FOREIGN_STUCK_NS && since != handed[i] && !rx.unsticking) {
+                handed[i] = since;
+                start_unstick(i, since);
+            }
         }
-        if (rx.fills == 0 || stuck < RX_ACCESS_STUCK_NS)
+        if (rx.fills == 0 || python_stuck < RX_ACCESS_STUCK_NS)
             continue;
         struct item *refused = NULL;
         take_fills(&refused);
@@ -565,6 +616,7 @@ int rx_start(int dev_fd, int event_fd, size_t bufsize, rx_handler handler)
     rx.bufsize = bufsize;
     rx.handler = handler;
     rx.tgid = getpid();
+    atomic_store(&python_tid, (pid_t)syscall(SYS_gettid));
     rx.head = NULL;
     rx.tailp = &rx.head;
     rx.depth = 0;

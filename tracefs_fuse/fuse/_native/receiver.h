@@ -38,8 +38,9 @@ struct rx_stats {
 #define RX_ACCESS_STUCK_NS 100000000ull
 #define RX_FOREIGN_STUCK_NS 1000000000ull
 
-/* The Python thread is about to access client memory (`size` bytes of
- * `pid`'s at `addr`) / is done with it.  Lock-free. */
+/* The calling thread (the Python thread, or a lane's worker) is about to
+ * access client memory (`size` bytes of `pid`'s at `addr`) / is done with
+ * it.  Lock-free; one access at a time per thread. */
 void rx_access_begin(pid_t pid, uint64_t addr, uint64_t size);
 /* ... and whether aborting a connection is what ended that access's wait. */
 int rx_access_end(void);
