@@ -82,19 +82,18 @@ class UserEventsData:
             raise TracefsError(errno.EINVAL, f"user_reg.size {size} matches no ABI")
         return era
 
+    def reads_mainline(self, size: int) -> bool:
+        """Whether a ``DIAG_IOCSREG`` whose ``user_reg.size`` is ``size`` is
+        read as the mainline struct here (then :func:`user_reg_reads` says
+        what it reads of its caller)."""
+        try:
+            return self._abi_of(size) is Abi.MAINLINE and size <= uapi.PAGE_SIZE
+        except TracefsError:
+            return False
+
     def _register_mainline(self, file: UserEventsFile, arg: int, size: int, task: Task) -> None:
         raw = copy_struct_from_user(self.memory, task, arg, size, uapi.USER_REG.size)
-        _, enable_bit, enable_size, flags, enable_addr, name_args, _ = uapi.USER_REG.unpack(raw)
-        if flags & ~(uapi.USER_EVENT_REG_MAX - 1):
-            raise TracefsError(errno.EINVAL, f"unknown flags {flags:#x}")
-        if enable_size not in (4, 8):
-            raise TracefsError(errno.EINVAL, f"enable_size {enable_size} is not 4 or 8")
-        if enable_addr % enable_size:
-            raise TracefsError(errno.EINVAL, "enable_addr is not naturally aligned")
-        if enable_bit > enable_size * 8 - 1:
-            raise TracefsError(errno.EINVAL, f"enable_bit {enable_bit} out of range")
-        if enable_addr + enable_size > uapi.TASK_SIZE_MAX:
-            raise TracefsError(errno.EFAULT, "enable_addr is outside user space")
+        enable_bit, flags, enable_addr, name_args = check_user_reg(raw)
         # "Prevent users from using the same address and bit multiple times";
         # checked before the name is read.
         if self.registry.enabler_exists(task.tgid, enable_addr, enable_bit):
@@ -199,6 +198,54 @@ class UserEventsData:
         if not record(event, self.registry.record_header(event, task) + data[4:], task):
             raise TracefsError(errno.EFAULT, "a dynamic field points outside the record")
         return count
+
+
+def check_user_reg(raw: bytes) -> tuple[int, int, int, int]:
+    """``user_reg_get`` and ``user_reg``'s checks in ``user_events_ioctl_reg``,
+    in the kernel's order: (enable_bit, flags, enable_addr, name_args).
+
+    Raises:
+        TracefsError: EINVAL or EFAULT, as the kernel.
+    """
+    _, enable_bit, enable_size, flags, enable_addr, name_args, _ = uapi.USER_REG.unpack(raw)
+    if flags & ~(uapi.USER_EVENT_REG_MAX - 1):
+        raise TracefsError(errno.EINVAL, f"unknown flags {flags:#x}")
+    if enable_size not in (4, 8):
+        raise TracefsError(errno.EINVAL, f"enable_size {enable_size} is not 4 or 8")
+    if enable_addr % enable_size:
+        raise TracefsError(errno.EINVAL, "enable_addr is not naturally aligned")
+    if enable_bit > enable_size * 8 - 1:
+        raise TracefsError(errno.EINVAL, f"enable_bit {enable_bit} out of range")
+    if enable_addr + enable_size > uapi.TASK_SIZE_MAX:
+        raise TracefsError(errno.EFAULT, "enable_addr is outside user space")
+    return enable_bit, flags, enable_addr, name_args
+
+
+def user_reg_reads(arg: int, size: int,
+                   read: Callable[[int, int], bytes]) -> None:
+    """What a mainline ``DIAG_IOCSREG`` at ``arg`` (``user_reg.size`` =
+    ``size``, already read) reads of its caller after the size, in the
+    kernel's order, through ``read(addr, size)``: the struct (its tail past
+    what the kernel knows first), then the name, unless a check before it
+    refuses the call (the one check that needs the registry, EADDRINUSE,
+    is not made: the name is read then although the kernel would not).
+
+    For a caller whose reads each cost a round trip to another thread: the
+    call, run afterwards on what was read, finds it all there.
+    """
+    ksize = uapi.USER_REG.size
+    if size > ksize:
+        tail = read(arg + ksize, size - ksize)
+        if len(tail) < size - ksize or any(tail):
+            return  # EFAULT, E2BIG
+    raw = read(arg, min(size, ksize))
+    if len(raw) < ksize:
+        return
+    try:
+        *_, name_args = check_user_reg(raw)
+    except TracefsError:
+        return
+    read(name_args, uapi.MAX_EVENT_DESC)
 
 
 def record(event: UserEvent, entry: bytes, task: Task) -> bool:

@@ -57,6 +57,7 @@ from ._inodes import Path
 from ._mmap import MappingTracker
 from ._operations import TracefsOperations
 from ._pagepush import REPLY_ERR, REPLY_IOCTL, REPLY_WRITE, PagePusher, Store
+from ._prefetch import fetch_registration
 from ._session import Request, request_limits
 from ._whole_write import NotLookedAt, whole_write
 
@@ -384,16 +385,22 @@ class RequestHandler:
         lane, then run the call again; an interrupt ends the wait (EINTR:
         nothing was changed yet)."""
         try:
-            interrupted, data = await self._in_lane(req, fh, read_in_lane, req.pid, need.addr,
-                                                    need.size)
+            if cmd == DIAG_IOCSREG and (need.addr, need.size) == (arg, 4):
+                # The size: what the rest of the registration reads comes with it.
+                interrupted, found = await self._in_lane(
+                    req, fh, fetch_registration, req.pid, arg, file.data.reads_mainline)
+            else:
+                interrupted, data = await self._in_lane(req, fh, read_in_lane, req.pid,
+                                                        need.addr, need.size)
+                found = None if data is None else {(need.addr, need.size): data}
         except Exception as exc:  # an unexpected errno: a bug, EIO
             req.reply_err(self._refused(exc, "ioctl", req, fh, cmd))
             return
         if interrupted:
             req.reply_err(errno.EINTR)
             return
-        assert data is not None
-        fetched[need.addr, need.size] = data
+        assert found is not None
+        fetched.update(found)
         self._caller_ioctl(req, fh, file, cmd, arg, fetched)
 
     async def _caller_writes(self, req: Request, fh: int, file: UserEventsDataFile, cmd: int,

@@ -1,0 +1,41 @@
+"""What a registration reads of its caller, read in one trip to its lane.
+
+A user_events ioctl reads its caller's memory only in the caller's lane
+(``_requests``: the engine raises ``Unfetched`` for what it has not got, the
+lane reads it, the call runs again). A ``DIAG_IOCSREG`` reads three times
+(the size, the struct, the name): three round trips to a worker thread. Its
+first need, the size at ``arg``, is answered with everything the engine will
+read after it (``user_reg_reads``: the kernel's reads, in its order), so the
+call runs once more with all of it.
+
+Rules:
+  * Only what the kernel reads, in its order, stopping where it would refuse
+    (a short read, a non-zero struct tail, a field check); the registry's
+    EADDRINUSE check is the exception (the name is read then too).
+  * Runs on a worker of the caller's lane; it asks the engine only
+    ``reads_mainline`` (which reads the mount's fixed ABIs, nothing else).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..engine._user_events_data import user_reg_reads
+from ..process._memory import read_in_lane
+
+#: (address, size) -> bytes read there (short at a fault).
+Fetched = dict[tuple[int, int], bytes]
+
+
+def fetch_registration(tid: int, arg: int, reads_mainline: Callable[[int], bool]) -> Fetched:
+    """The size at ``arg`` and what a mainline registration reads after it."""
+    fetched: Fetched = {}
+
+    def read(addr: int, size: int) -> bytes:
+        data = fetched[addr, size] = read_in_lane(tid, addr, size)
+        return data
+
+    head = read(arg, 4)
+    if len(head) == 4 and reads_mainline(size := int.from_bytes(head, "little")):
+        user_reg_reads(arg, size, read)
+    return fetched
