@@ -326,7 +326,13 @@ class RequestHandler:
             # they follow it (an open() of any file sends TCGETS here too).
             if isinstance(file, UserEventsDataFile):
                 self.native.file_used(fh, file)  # a registration adds indices
-                self._caller_ioctl(req, fh, file, cmd, arg, {})
+                if cmd == DIAG_IOCSREG:
+                    # Its first read is always the size at arg (user_reg_get),
+                    # before any other check: go there at once.
+                    self.nursery.start_soon(self._fetch, req, fh, file, cmd, arg, {},
+                                            Unfetched(arg, 4))
+                else:
+                    self._caller_ioctl(req, fh, file, cmd, arg, {})
                 return
             result = file.ioctl(cmd, arg, self.control_task(req.pid))
         except WouldBlock:
