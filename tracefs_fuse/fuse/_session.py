@@ -225,8 +225,10 @@ _session_open = False
 
 
 def serving() -> bool:
-    """Whether :func:`serve` still serves (the mount was not ended under us)."""
-    return _session_open
+    """Whether :func:`serve` still serves: the mount was not ended under us.
+    The receiver thread learns of an abort first (its read of /dev/fuse
+    fails at once); pyfuse3's loop ends some time later."""
+    return _session_open and bool(_bridge.status()["receiver"])
 
 
 def terminate() -> None:
