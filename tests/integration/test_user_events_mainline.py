@@ -111,3 +111,12 @@ def test_a_group_uses_user_events_without_root(c_client) -> None:  # type: ignor
             stop_mount(mount)
     finally:
         shutil.rmtree(scratch)
+
+
+def test_bits_of_one_word_never_lose_an_update(tracefs: Mount, c_client) -> None:  # type: ignore[no-untyped-def]
+    """A control write's bit and a registration's bit in the same byte, written
+    at once (the registration's in its caller's lane): neither update is lost,
+    as the kernel's atomic set_bit/clear_bit never lose one (before: bit 0
+    took back its old value within 500-2,500 toggles)."""
+    out = run(c_client("ue_shared_word"), str(tracefs), "20000")
+    assert out.splitlines() == ["ok bit 0 kept every value written beside other bits' registrations"]

@@ -263,7 +263,8 @@ class Daemon:
                 self.handler = RequestHandler(
                     self.ops, nursery, self.mappings, writer_task=self.writer_task,
                     control_task=self.control_task, caller=self.caller,
-                    changed=self.take_changes, pages=self.pages, native=self.native)
+                    changed=self.take_changes, pages=self.pages, native=self.native,
+                    lane_writes=self.memory.lane_writes, take_held=self.memory.take_held)
                 self.native.start(self.publish)
                 log.info("%s", self.tracker.describe())
                 nursery.start_soon(self.pages.run)

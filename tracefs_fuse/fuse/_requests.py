@@ -39,12 +39,14 @@ import errno
 import functools
 import logging
 import os
+import threading
 from typing import Callable, ContextManager, Iterator, TypeVar
 
 import trio
 
 from ..engine._buffer_files import RawPipeFile
 from ..engine._errors import TracefsError, WouldBlock
+from ..engine._memory import Tgid
 from ..engine._task import Task
 from ..engine._tree import FileKind, OpenFile
 from ..engine._uapi import DIAG_IOCSREG
@@ -63,6 +65,9 @@ from ._whole_write import NotLookedAt, whole_write
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: How long a reply waits for the enable bits its request held back
+#: (``ClientMemory.lane_writes``).
+HELD_BITS_WAIT_S = 0.1
 
 #: fuse_ioctl_in.flags: FUSE_IOCTL_COMPAT (a 32-bit caller on a 64-bit kernel).
 FUSE_IOCTL_COMPAT = 1 << 0
@@ -81,7 +86,10 @@ class RequestHandler:
                  caller: Callable[[int, int, bool, dict[tuple[int, int], bytes]],
                                   ContextManager[tuple[Task, list[CallerWrite]]]],
                  changed: Callable[[], list[Store]], pages: PagePusher,
-                 native: NativeWrites) -> None:
+                 native: NativeWrites,
+                 lane_writes: Callable[[Tgid, list[CallerWrite]],
+                                       tuple[threading.Lock, Callable[[], None]]],
+                 take_held: Callable[[], list[trio.Event]]) -> None:
         self.ops = ops
         self.nursery = nursery
         self.mappings = mappings
@@ -95,6 +103,12 @@ class RequestHandler:
         self.caller = caller
         #: Where a caller's own writes wait (only it waits for them).
         self.lanes = Lanes()
+        #: Before a caller's writes go to its lane: their lock, and what to
+        #: call once made (``ClientMemory.lane_writes``).
+        self.lane_writes = lane_writes
+        #: The enable bits a request's change held back meanwhile, to be
+        #: written before its reply (``ClientMemory.take_held``).
+        self.take_held = take_held
         #: Wakes readers and returns the page stores a request's reply waits for.
         self.changed = changed
         self.pages = pages
@@ -394,7 +408,7 @@ class RequestHandler:
             if cmd == DIAG_IOCSREG and (need.addr, need.size) == (arg, 4):
                 # The size: what the rest of the registration reads comes with it.
                 interrupted, found = await self._in_lane(
-                    req, fh, fetch_registration, req.pid, arg, file.data.reads_mainline)
+                    req, fh, fetch_registration, req.pid, arg, file.data.registration_reads)
             else:
                 interrupted, data = await self._in_lane(req, fh, read_in_lane, req.pid,
                                                         need.addr, need.size)
@@ -421,8 +435,19 @@ class RequestHandler:
         wait with EINTR, answered as if the bit could not be written; the
         abandoned worker finishes when the access does.
         """
+        lock, done = self.lane_writes(task.tgid, writes)
+        token = trio.lowlevel.current_trio_token()
+
+        def write() -> BitWrite | None:
+            try:
+                with lock:
+                    return write_in_lane(task.pid, writes)
+            finally:
+                with contextlib.suppress(trio.RunFinishedError):
+                    token.run_sync_soon(done)
+
         try:
-            interrupted, failed = await self._in_lane(req, fh, write_in_lane, task.pid, writes)
+            interrupted, failed = await self._in_lane(req, fh, write)
         except Exception as exc:  # an unexpected errno: a bug, EIO
             self._reply_after_publish(req, REPLY_ERR, self._refused(exc, "ioctl", req, fh, cmd))
             return
@@ -476,7 +501,24 @@ class RequestHandler:
         """Reply once what the request changed is visible in clients' mappings,
         as in the kernel (pages are stored by the storer thread, which then
         sends the reply; see _pagepush), and once the fast path's table says
-        what the engine now would."""
+        what the engine now would. Enable bits the request's change had to
+        hold back for a lane's writes into the same process are written
+        first (at most ``HELD_BITS_WAIT_S`` later: a page that never faults
+        in leaves them late, as the kernel's faulting enable writes are)."""
+        held = self.take_held()
+        if held:
+            self.nursery.start_soon(self._reply_when_written, held, req, reply, value)
+            return
+        self._reply_now(req, reply, value)
+
+    async def _reply_when_written(self, held: list[trio.Event], req: Request, reply: int,
+                                  value: int) -> None:
+        with trio.move_on_after(HELD_BITS_WAIT_S):
+            for event in held:
+                await event.wait()
+        self._reply_now(req, reply, value)
+
+    def _reply_now(self, req: Request, reply: int, value: int) -> None:
         self.publish_fast_path()
         stores = self.changed()
         if stores:

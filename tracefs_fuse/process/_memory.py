@@ -93,6 +93,7 @@ from collections.abc import Callable, Iterator
 from typing import cast
 
 import msgspec
+import trio
 
 from ..engine._memory import Tgid
 from ..engine._user_events import ByteReadModifyWrite
@@ -502,6 +503,14 @@ class ClientMemory:
         #: What the caller's lane read, (addr, size) -> bytes (:meth:`deferring`).
         self._fetched: dict[tuple[int, int], bytes] = {}
         self._bits = ByteReadModifyWrite(self)
+        #: tgid -> (the lock its lane writes hold, lane writes in flight), and
+        #: the enable bits held back until they are made (``lane_writes``).
+        self._lane_locks: dict[Tgid, tuple[threading.Lock, int]] = {}
+        self._held_bits: dict[Tgid, list[tuple[int, int, bool]]] = {}
+        #: tgid -> set once its held-back bits are written; the tgids whose
+        #: bits were held since ``take_held`` was last called.
+        self._released: dict[Tgid, trio.Event] = {}
+        self._new_held: set[Tgid] = set()
         self._local = _Iovec()
         # A reusable one-page request covers every transfer that does not
         # cross a page boundary (enable bits, write_index), sparing ctypes
@@ -547,6 +556,43 @@ class ClientMemory:
             yield self._deferred
         finally:
             self._deferred, self._fetched = outer
+
+    def lane_writes(self, tgid: Tgid, writes: list[CallerWrite]) -> tuple[threading.Lock,
+                                                                          Callable[[], None]]:
+        """Before a caller's deferred writes go to its lane: the lock its
+        lane holds while it makes them, and what to call on this thread once
+        they are made (when the worker is done, not when a wait for it was
+        abandoned).
+
+        The kernel sets and clears enable bits atomically; two threads each
+        reading and rewriting a byte would lose one of the two updates. So
+        this thread writes an enable bit of that process only holding the
+        same lock, never waiting for it: while a lane holds it, the bit is
+        held back, with any later one of that process, and written once the
+        lane is done (:meth:`take_held`; a request that changed bits waits
+        for that, bounded: a page that never faults in leaves the bit late,
+        as the kernel's write of a faulting enable word is,
+        ``user_event_enabler_queue_fault``).
+        """
+        lock, users = self._lane_locks.get(tgid, (threading.Lock(), 0))
+        self._lane_locks[tgid] = (lock, users + 1)
+
+        def done() -> None:
+            users = self._lane_locks[tgid][1]
+            if users > 1:
+                self._lane_locks[tgid] = (lock, users - 1)
+            else:
+                del self._lane_locks[tgid]
+            if tgid in self._held_bits and lock.acquire(blocking=False):
+                try:
+                    for addr, bit, value in self._held_bits.pop(tgid):
+                        self._bits.write_bit(tgid, addr, bit, value)
+                finally:
+                    lock.release()
+            if tgid not in self._held_bits and tgid in self._released:
+                self._released.pop(tgid).set()
+
+        return lock, done
 
     # -- images --------------------------------------------------------------------
 
@@ -761,7 +807,30 @@ class ClientMemory:
         if self._deferred is not None and self._caller_tid(tgid) is not None:
             self._deferred.append(BitWrite(addr, bit, value))
             return True
-        return self._bits.write_bit(tgid, addr, bit, value)
+        lane = self._lane_locks.get(tgid)
+        if lane is None and tgid not in self._held_bits:
+            return self._bits.write_bit(tgid, addr, bit, value)
+        held = self._held_bits.get(tgid)
+        if held is None:
+            assert lane is not None
+            if lane[0].acquire(blocking=False):  # see lane_writes
+                try:
+                    return self._bits.write_bit(tgid, addr, bit, value)
+                finally:
+                    lane[0].release()
+            held = self._held_bits[tgid] = []
+            self._released[tgid] = trio.Event()
+        held.append((addr, bit, value))
+        self._new_held.add(tgid)
+        return True
+
+    def take_held(self) -> list[trio.Event]:
+        """For the enable bits held back since the last call (by the request
+        being answered, :meth:`lane_writes`): the events set once they are
+        written."""
+        events = [self._released[tgid] for tgid in self._new_held if tgid in self._released]
+        self._new_held.clear()
+        return events
 
     # -- internals ------------------------------------------------------------------
 
