@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import errno
 import struct
+from collections.abc import Callable
 
 import msgspec
 
@@ -46,7 +47,7 @@ from ._task import Task
 from ._uapi import Abi
 from ._user_command import split_command
 from ._user_events import UserEventRegistry, UserEventsFile
-from ._uaccess import copy_struct_from_user, strndup_user
+from ._uaccess import copy_struct_from_user, copy_struct_reads, strndup_user
 
 
 class RegLayout(msgspec.Struct, frozen=True, kw_only=True):
@@ -79,6 +80,17 @@ class LegacyRegistration:
     def __init__(self, registry: UserEventRegistry) -> None:
         self.registry = registry
         self.memory = registry.memory
+
+    def name_args(self, arg: int, size: int, abi: Abi,
+                  read: Callable[[int, int], bytes]) -> int | None:
+        """What :meth:`register` reads before the name, through ``read``
+        (``UserEventsData.registration_reads``): the name's address, or None
+        where the call is refused before it."""
+        layout = LAYOUTS[abi]
+        if size < layout.min_size:
+            return None
+        raw = copy_struct_reads(arg, size, layout.user_reg.size, read)
+        return None if raw is None else int(layout.user_reg.unpack(raw)[1])
 
     def register(self, file: UserEventsFile, arg: int, size: int, abi: Abi, task: Task) -> None:
         """``user_events_ioctl_reg`` of ``abi``'s kernel; ``size`` is ``user_reg.size``.

@@ -11,6 +11,8 @@ mm/util.c (``strndup_user``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import errno
 
 from ._errors import TracefsError
@@ -54,4 +56,19 @@ def copy_struct_from_user(memory: ProcessMemory, task: Task, addr: int, size: in
         if any(tail):
             raise TracefsError(errno.E2BIG, "unknown trailing fields are not zero")
     data = copy_from_user(memory, task, addr, min(size, ksize))
+    return data + bytes(ksize - len(data))
+
+
+def copy_struct_reads(addr: int, size: int, ksize: int,
+                      read: Callable[[int, int], bytes]) -> bytes | None:
+    """What :func:`copy_struct_from_user` reads, in its order, through
+    ``read(addr, size)``: the struct as it would return it, or None where it
+    would refuse (EFAULT, E2BIG)."""
+    if size > ksize:
+        tail = read(addr + ksize, size - ksize)
+        if len(tail) < size - ksize or any(tail):
+            return None
+    data = read(addr, min(size, ksize))
+    if len(data) < min(size, ksize):
+        return None
     return data + bytes(ksize - len(data))

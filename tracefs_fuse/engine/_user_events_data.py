@@ -24,7 +24,7 @@ from . import _uapi as uapi
 from ._errors import TracefsError
 from ._legacy_abi import LegacyRegistration
 from ._task import Task
-from ._uaccess import copy_from_user, copy_struct_from_user, strndup_user
+from ._uaccess import copy_from_user, copy_struct_from_user, copy_struct_reads, strndup_user
 from ._uapi import Abi
 from ._user_command import split_command
 from ._user_events import UserEvent, UserEventRegistry, UserEventsFile
@@ -82,14 +82,35 @@ class UserEventsData:
             raise TracefsError(errno.EINVAL, f"user_reg.size {size} matches no ABI")
         return era
 
-    def reads_mainline(self, size: int) -> bool:
-        """Whether a ``DIAG_IOCSREG`` whose ``user_reg.size`` is ``size`` is
-        read as the mainline struct here (then :func:`user_reg_reads` says
-        what it reads of its caller)."""
+    def registration_reads(self, arg: int, size: int, read: Callable[[int, int], bytes]) -> None:
+        """What a ``DIAG_IOCSREG`` at ``arg`` whose ``user_reg.size`` is
+        ``size`` (already read) reads of its caller after the size, in the
+        kernel's order, through ``read(addr, size)``: the struct, then the
+        name, unless a check before the name refuses the call. The one check
+        that needs the registry (mainline's EADDRINUSE) is not made: the name
+        is read then although the kernel would not.
+
+        For a caller whose reads each cost a round trip to another thread:
+        the call, run afterwards on what was read, finds it all there.
+        Reads only this mount's fixed ABIs: safe on any thread.
+        """
+        if size > uapi.PAGE_SIZE:
+            return
         try:
-            return self._abi_of(size) is Abi.MAINLINE and size <= uapi.PAGE_SIZE
+            abi = self._abi_of(size)
         except TracefsError:
-            return False
+            return
+        if abi is Abi.MAINLINE:
+            raw = copy_struct_reads(arg, size, uapi.USER_REG.size, read)
+            try:
+                name_args = None if raw is None else check_user_reg(raw)[3]
+            except TracefsError:
+                return
+        else:
+            assert self.legacy is not None
+            name_args = self.legacy.name_args(arg, size, abi, read)
+        if name_args is not None:
+            read(name_args, uapi.MAX_EVENT_DESC)
 
     def _register_mainline(self, file: UserEventsFile, arg: int, size: int, task: Task) -> None:
         raw = copy_struct_from_user(self.memory, task, arg, size, uapi.USER_REG.size)
@@ -219,33 +240,6 @@ def check_user_reg(raw: bytes) -> tuple[int, int, int, int]:
     if enable_addr + enable_size > uapi.TASK_SIZE_MAX:
         raise TracefsError(errno.EFAULT, "enable_addr is outside user space")
     return enable_bit, flags, enable_addr, name_args
-
-
-def user_reg_reads(arg: int, size: int,
-                   read: Callable[[int, int], bytes]) -> None:
-    """What a mainline ``DIAG_IOCSREG`` at ``arg`` (``user_reg.size`` =
-    ``size``, already read) reads of its caller after the size, in the
-    kernel's order, through ``read(addr, size)``: the struct (its tail past
-    what the kernel knows first), then the name, unless a check before it
-    refuses the call (the one check that needs the registry, EADDRINUSE,
-    is not made: the name is read then although the kernel would not).
-
-    For a caller whose reads each cost a round trip to another thread: the
-    call, run afterwards on what was read, finds it all there.
-    """
-    ksize = uapi.USER_REG.size
-    if size > ksize:
-        tail = read(arg + ksize, size - ksize)
-        if len(tail) < size - ksize or any(tail):
-            return  # EFAULT, E2BIG
-    raw = read(arg, min(size, ksize))
-    if len(raw) < ksize:
-        return
-    try:
-        *_, name_args = check_user_reg(raw)
-    except TracefsError:
-        return
-    read(name_args, uapi.MAX_EVENT_DESC)
 
 
 def record(event: UserEvent, entry: bytes, task: Task) -> bool:

@@ -20,15 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..engine._user_events_data import user_reg_reads
 from ..process._memory import read_in_lane
 
 #: (address, size) -> bytes read there (short at a fault).
 Fetched = dict[tuple[int, int], bytes]
 
 
-def fetch_registration(tid: int, arg: int, reads_mainline: Callable[[int], bool]) -> Fetched:
-    """The size at ``arg`` and what a mainline registration reads after it."""
+def fetch_registration(tid: int, arg: int,
+                       reads: Callable[[int, int, Callable[[int, int], bytes]], None]) -> Fetched:
+    """The size at ``arg`` and what the registration reads after it
+    (``reads``: ``UserEventsData.registration_reads``)."""
     fetched: Fetched = {}
 
     def read(addr: int, size: int) -> bytes:
@@ -36,6 +37,6 @@ def fetch_registration(tid: int, arg: int, reads_mainline: Callable[[int], bool]
         return data
 
     head = read(arg, 4)
-    if len(head) == 4 and reads_mainline(size := int.from_bytes(head, "little")):
-        user_reg_reads(arg, size, read)
+    if len(head) == 4:
+        reads(arg, int.from_bytes(head, "little"), read)
     return fetched
