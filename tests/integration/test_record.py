@@ -207,8 +207,9 @@ def test_record_includes_trace_marker_writes(tmp_path: Path) -> None:
 def test_record_keeps_what_the_ring_buffer_overwrote_in_the_count(c_client: Build,
                                                                   tmp_path: Path) -> None:
     script = tmp_path / "script"
-    payload = bytes(1000).hex()
-    script.write_text("reg big char[1000] pad\n" + f"write 0 {payload}\n" * 400)
+    payload = bytes(3000).hex()
+    script.write_text("reg big char[1000] a; char[1000] b; char[1000] c\n"
+                      + f"write 0 {payload}\n" * 400)
     out = tmp_path / "events.jsonl"
     result = subprocess.run(
         [*RUN, "--record", str(out), "--buffer-size-kb", "8", "--cpus", "1", "--",
@@ -217,8 +218,10 @@ def test_record_keeps_what_the_ring_buffer_overwrote_in_the_count(c_client: Buil
     records = list(read_lines(out.read_bytes()))
     events = [r for r in records if isinstance(r, Event)]
     lost = sum(r.count or 0 for r in records if isinstance(r, Lost))
-    # 8 KiB hold 8 of these; a batch gathers for 10 ms, long enough for many
-    # more writes: what the batches did not catch is counted as lost, and said so.
+    # 8 KiB (two 4 KiB sub-buffers) hold 2 of these; a batch gathers for 10 ms,
+    # long enough for more writes even on a loaded machine (with 1,000-byte
+    # events, 8 to a ring, CI once caught every one): what the batches did not
+    # catch is counted as lost, and said so.
     assert lost > 0
     assert len(events) + lost == 400
     assert f"{lost} lost: the ring buffer overflowed" in result.stderr
