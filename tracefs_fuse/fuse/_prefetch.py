@@ -5,15 +5,16 @@ A user_events ioctl reads its caller's memory only in the caller's lane
 lane reads it, the call runs again). A ``DIAG_IOCSREG`` reads three times
 (the size, the struct, the name): three round trips to a worker thread. Its
 first need, the size at ``arg``, is answered with everything the engine will
-read after it (``user_reg_reads``: the kernel's reads, in its order), so the
+read after it (``UserEventsData.registration_reads``: the kernel's reads, in
+its order, in every era), so the
 call runs once more with all of it.
 
 Rules:
   * Only what the kernel reads, in its order, stopping where it would refuse
     (a short read, a non-zero struct tail, a field check); the registry's
     EADDRINUSE check is the exception (the name is read then too).
-  * Runs on a worker of the caller's lane; it asks the engine only
-    ``reads_mainline`` (which reads the mount's fixed ABIs, nothing else).
+  * Runs on a worker of the caller's lane; what it asks the engine reads
+    only the mount's fixed ABIs.
 """
 
 from __future__ import annotations
