@@ -337,7 +337,13 @@ def _aborted(stalling: tuple[Path, subprocess.Popen[str]], mount: Mount) -> None
     _, stall = stalling
     out, _ = stall.communicate(timeout=STEP_TIMEOUT_S)
     assert out == "ended\n"
-    assert "waited 1 s on another FUSE filesystem: that connection was aborted" in mount.log_text()
+    # The access that waited logs it once it returns, on its own thread: no
+    # event tells when; the log is polled, bounded.
+    said = "waited 1 s on another FUSE filesystem: that connection was aborted"
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while said not in mount.log_text() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert said in mount.log_text()
 
 
 def test_fault_on_a_file_of_a_filesystem_that_never_answers(

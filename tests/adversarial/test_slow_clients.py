@@ -16,7 +16,10 @@ register, enable, write, disable round trip, each bounded):
 * K registrations whose names lie on pages of FUSE filesystems that never
   answer (``tests/clients/stall_fs.c``). Before, each held the daemon's one
   thread until the watchdog aborted that connection, 1 s: everyone waited
-  K seconds.
+  K seconds;
+* K processes whose enable words are moved onto such pages after they
+  registered, and an ``echo 1 > enable`` that writes all K bits. Before,
+  each write held the daemon's one thread for 1 s too.
 
 The longest bystander wait of each attack is reported (``fuzz_report``) for
 docs/reliability.md; the bound here only tells a stall from a slow machine.
@@ -207,6 +210,45 @@ def test_registrations_whose_names_stall_stall_only_themselves(
                 end(registrant)
     assert len(registrants) == STALLED
     fuzz_report("stalled-names", registrations=STALLED,
+                longest_bystander_ms=round(longest * 1000, 1))
+    assert_serves(mount)
+    stop_mount(mount)
+
+
+def test_enable_words_that_stall_stall_only_their_writers(
+        killable_mount: Mount, client_as: Callable[[str], Path],
+        c_client: Callable[[str], Path], stalling_pages: list[Path]) -> None:
+    """The enable reaches every holder's page later, as the kernel's work
+    item does for a page that is not there; its reply waits for them only
+    briefly, and nobody else waits at all."""
+    mount = killable_mount
+    holders = [spawn_as(None, c_client("fault_mem"), "remap", mount, page, "fanout_stall u32 a")
+               for page in stalling_pages]
+    try:
+        for holder in holders:
+            assert expect_line(holder, "ready") == ["reg rc=0 errno=0", "ready"]
+        enable = mount / "events/user_events/fanout_stall/enable"
+        # Its reply waits for the bits, bounded: here until the watchdog's
+        # aborts (1 s) end the writes. Bystanders meanwhile wait for none of it.
+        start = time.monotonic()
+        enabler = spawn_as(None, "sh", "-c", f'echo 1 > "{enable}"')
+        wait_in_request(enabler.pid)
+        longest = bystanders(mount, client_as("adv_uffd"))
+        enabler.communicate(timeout=STEP_BOUND_S)
+        enabling = time.monotonic() - start
+        assert enabler.returncode == 0
+        assert mount.read("events/user_events/fanout_stall/enable") == "1\n"
+        # Each holder's page waited until the watchdog aborted its
+        # filesystem (1 s): its unregistration's clear faults there then.
+        for holder in holders:
+            out, err = holder.communicate("\n", timeout=STEP_BOUND_S * STALLED)
+            assert out == "unreg rc=-1 errno=EFAULT\n", err
+    finally:
+        for holder in holders:
+            if holder.poll() is None:
+                end(holder)
+    assert len(holders) == STALLED
+    fuzz_report("stalled-enable-words", holders=STALLED, enabling_ms=round(enabling * 1000, 1),
                 longest_bystander_ms=round(longest * 1000, 1))
     assert_serves(mount)
     stop_mount(mount)

@@ -25,6 +25,7 @@ import os
 import signal
 import struct
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import msgspec
 import trio
@@ -51,13 +52,16 @@ from ..fuse._session import (
 from ..host._host_events import host_highest_event_id
 from ..host._mountinfo import mount_device
 from ..process._budget import FdBudget, raise_fd_limit
-from ..process._memory import CallerWrite, ClientMemory, watch_accesses
+from ..process._lanes import Lanes
+from ..process._memory import CallerWrite, ClientMemory, bits_written, watch_accesses
 from ..process._tasks import TaskFacts, TaskTable
 from ..process._tracking import ProcessTracker
 from ._config import MountConfig
 from ._mount_options import fuse_options
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # Client memory accesses are bracketed for the receiver's watchdog (process/_memory.py).
 watch_accesses(access_begin, access_end)
@@ -116,7 +120,8 @@ class Daemon:
                                       source=config.process_source, changed=self.publish)
         self.ops = TracefsOperations(self.engine.root, self.control_task, uid=config.uid,
                                      gid=config.gid, root_mode=config.mode,
-                                     before_release=self.tracker.catch_up)
+                                     before_release=self.tracker.catch_up,
+                                     after_release=self._bits_written)
         self.handler: RequestHandler | None = None
         self.mappings = MappingTracker(self.engine, self.ops.inodes, "", self._tgid,
                                        self.budget)
@@ -248,9 +253,29 @@ class Daemon:
             The event set once those pages are stored (None: none to store),
             for a caller that must not answer before its change is visible.
         """
-        if self.handler is not None:
-            self.handler.publish_fast_path()
-        return self.publish()
+        if self.handler is None:
+            return self.publish()
+        self.handler.publish_fast_path()
+        stored = self.publish()
+        held = self.memory.take_held()
+        if not held:
+            return stored
+        visible = trio.Event()
+        self.handler.nursery.start_soon(self._when_visible, stored, held, visible)
+        return visible
+
+    async def _bits_written(self) -> None:
+        await bits_written(self.memory.take_held())
+
+    @staticmethod
+    async def _when_visible(stored: trio.Event | None, held: list[trio.Event],
+                            visible: trio.Event) -> None:
+        """Set ``visible`` once the pages are stored and the enable bits are
+        written (those bounded, ``bits_written``)."""
+        await bits_written(held)
+        if stored is not None:
+            await stored.wait()
+        visible.set()
 
     async def run(self, stop_on_signals: bool = True, *,
                   task_status: trio.TaskStatus[Daemon] = trio.TASK_STATUS_IGNORED) -> None:
@@ -265,6 +290,8 @@ class Daemon:
                     control_task=self.control_task, caller=self.caller,
                     changed=self.take_changes, pages=self.pages, native=self.native,
                     lane_writes=self.memory.lane_writes, take_held=self.memory.take_held)
+                self.memory.in_lane = functools.partial(self._in_lane, nursery,
+                                                        self.handler.lanes)
                 self.native.start(self.publish)
                 log.info("%s", self.tracker.describe())
                 nursery.start_soon(self.pages.run)
@@ -286,6 +313,21 @@ class Daemon:
             self.tracker.close()
             self.memory.close()
             self.mappings.close()
+
+    @staticmethod
+    def _in_lane(nursery: trio.Nursery, lanes: Lanes, uid: int, work: Callable[[], T],
+                 done: Callable[[T | None], None]) -> None:
+        """``ClientMemory.in_lane``: ``work`` on a worker of ``uid``'s lane,
+        then ``done`` with its result here (None: it failed, a bug logged)."""
+        async def run() -> None:
+            try:
+                result = await lanes.run(uid, work)
+            except Exception:
+                log.exception("enable bits written for uid %d", uid)
+                result = None
+            done(result)
+
+        nursery.start_soon(run)
 
     async def _serve(self, nursery: trio.Nursery,
                      task_status: trio.TaskStatus[object] = trio.TASK_STATUS_IGNORED) -> None:

@@ -22,7 +22,7 @@ import errno
 import logging
 import stat
 import time
-from typing import Callable, Iterable, Sequence
+from typing import Awaitable, Callable, Iterable, Sequence
 
 from ..engine._errors import TracefsError
 from ..engine._task import Task
@@ -52,6 +52,10 @@ _MAPPABLE_SIZE = {FileKind.MAPPABLE_TEXT: 4096, FileKind.MAPPABLE_PIPE: (1 << 63
 
 #: Text files are seq_files: seekable, each read continuing where the last ended.
 _SEEKABLE = (FileKind.TEXT, FileKind.MAPPABLE_TEXT)
+
+
+async def _nothing() -> None:
+    pass
 
 
 def _representable(name: str) -> bool:
@@ -108,13 +112,17 @@ class TracefsOperations(pyfuse3.Operations):
 
     def __init__(self, root: Dir, task_of: Callable[[int], Task], *,
                  uid: int = 0, gid: int = 0, root_mode: int | None = None,
-                 before_release: Callable[[], None] = lambda: None) -> None:
+                 before_release: Callable[[], None] = lambda: None,
+                 after_release: Callable[[], Awaitable[None]] = _nothing) -> None:
         super().__init__()
         self.root = root
         self.task_of = task_of
         #: Runs before a file's last close: it may drop event references,
         #: which forked children not yet followed may hold too.
         self.before_release = before_release
+        #: Awaited after a file's release: the enable bits it changed are
+        #: written (as the kernel's close(2) of a perf fd has cleared them).
+        self.after_release = after_release
         self.uid = uid
         self.gid = gid
         #: tracefs' ``mode=`` mount option: the root directory's permissions.
@@ -297,6 +305,7 @@ class TracefsOperations(pyfuse3.Operations):
                 file.release()
             except Exception:  # a bug: the close itself must still succeed
                 log.exception("release of fh %d failed", fh)
+            await self.after_release()
 
     async def flush(self, fh: int) -> None:
         # Only files released at their owner's last close ask for FUSE_FLUSH
@@ -312,6 +321,7 @@ class TracefsOperations(pyfuse3.Operations):
                 file.release()
             except Exception:  # a bug: the close itself must still succeed
                 log.exception("release at the last close of fh %d failed", fh)
+            await self.after_release()
 
     @translate_errors
     async def poll(self, inode: int, fh: int, poll_handle: pyfuse3.PollHandle | None,

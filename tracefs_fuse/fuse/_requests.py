@@ -52,7 +52,14 @@ from ..engine._tree import FileKind, OpenFile
 from ..engine._uapi import DIAG_IOCSREG
 from ..engine._user_events_files import UserEventsDataFile
 from ..process._lanes import Lanes
-from ..process._memory import BitWrite, CallerWrite, Unfetched, read_in_lane, write_in_lane
+from ..process._memory import (
+    BitWrite,
+    CallerWrite,
+    Unfetched,
+    bits_written,
+    read_in_lane,
+    write_in_lane,
+)
 from ._errno import errno_of, request_name
 from ._fast_path import NativeWrites
 from ._inodes import Path
@@ -65,10 +72,6 @@ from ._whole_write import NotLookedAt, whole_write
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-#: How long a reply waits for the enable bits its request held back
-#: (``ClientMemory.lane_writes``).
-HELD_BITS_WAIT_S = 0.1
-
 #: fuse_ioctl_in.flags: FUSE_IOCTL_COMPAT (a 32-bit caller on a 64-bit kernel).
 FUSE_IOCTL_COMPAT = 1 << 0
 _MAPPABLE = (FileKind.MAPPABLE_PIPE, FileKind.MAPPABLE_TEXT)
@@ -106,7 +109,7 @@ class RequestHandler:
         #: Before a caller's writes go to its lane: their lock, and what to
         #: call once made (``ClientMemory.lane_writes``).
         self.lane_writes = lane_writes
-        #: The enable bits a request's change held back meanwhile, to be
+        #: The enable bits a request changed, written by workers, to be
         #: written before its reply (``ClientMemory.take_held``).
         self.take_held = take_held
         #: Wakes readers and returns the page stores a request's reply waits for.
@@ -501,10 +504,10 @@ class RequestHandler:
         """Reply once what the request changed is visible in clients' mappings,
         as in the kernel (pages are stored by the storer thread, which then
         sends the reply; see _pagepush), and once the fast path's table says
-        what the engine now would. Enable bits the request's change had to
-        hold back for a lane's writes into the same process are written
-        first (at most ``HELD_BITS_WAIT_S`` later: a page that never faults
-        in leaves them late, as the kernel's faulting enable writes are)."""
+        what the engine now would. The enable bits the request changed are
+        written first, by workers (``bits_written``: bounded, a page that
+        never faults in leaves them late, as the kernel's faulting enable
+        writes are)."""
         held = self.take_held()
         if held:
             self.nursery.start_soon(self._reply_when_written, held, req, reply, value)
@@ -513,9 +516,7 @@ class RequestHandler:
 
     async def _reply_when_written(self, held: list[trio.Event], req: Request, reply: int,
                                   value: int) -> None:
-        with trio.move_on_after(HELD_BITS_WAIT_S):
-            for event in held:
-                await event.wait()
+        await bits_written(held)
         self._reply_now(req, reply, value)
 
     def _reply_now(self, req: Request, reply: int, value: int) -> None:

@@ -18,7 +18,10 @@ The kernel touches a process's memory in two ways, and so do we:
   mapping refuses a write exactly as the kernel's pin does.
 * ``pin_user_pages_remote`` into a *registered image* (``user_event_mm``),
   at any later time (enable and disable). Here: an fd of ``/proc/<pid>/mem``
-  opened while the process was known to run that image (an :class:`Image`).
+  opened while the process was known to run that image (an :class:`Image`),
+  written by a worker of the image owner's lane (:meth:`ClientMemory.write_bit`),
+  never by the trio thread: the kernel writes with ``FOLL_NOFAULT`` and
+  leaves a page that is not there to a work item.
   It pins that ``mm``: once the image is replaced (exec) or gone (exit), the
   fd reads and writes nothing (fs/proc/base.c ``mem_rw``:
   ``mmget_not_zero``), whatever runs under the number now. A write can fail;
@@ -83,6 +86,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import logging
 import os
 import platform
@@ -90,18 +94,22 @@ import select
 import struct
 import threading
 from collections.abc import Callable, Iterator
-from typing import cast
+from typing import TypeVar, cast
 
 import msgspec
 import trio
 
 from ..engine._memory import Tgid
-from ..engine._user_events import ByteReadModifyWrite
 from ..lib import libc
 from ._budget import FdBudget
 from ._stat import field, split_stat
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+#: How long a reply waits for the enable bits its request changed
+#: (:meth:`ClientMemory.write_bit`).
+HELD_BITS_WAIT_S = 1.0
 
 
 def _unwatched_begin(pid: int, addr: int, size: int) -> None:
@@ -297,7 +305,7 @@ class _Pidfd:
 class Image:
     """One process image, pinned: the mm a process ran when it was tracked."""
 
-    __slots__ = ("tgid", "pidfd", "memfd", "identity", "owner")
+    __slots__ = ("tgid", "pidfd", "memfd", "identity", "owner", "retired")
 
     def __init__(self, tgid: Tgid, pidfd: _Pidfd, memfd: int, identity: Identity | None,
                  owner: int) -> None:
@@ -308,6 +316,10 @@ class Image:
         self.identity = identity
         #: The uid whose descriptor budget this pin counts against.
         self.owner = owner
+        #: Unpinned while a worker wrote its enable bits
+        #: (:meth:`ClientMemory.write_bit`): closed once that worker is done,
+        #: so that no number it writes through names another file meanwhile.
+        self.retired = False
 
     def alive(self) -> bool:
         """Whether this image still runs: not exited, not replaced by exec
@@ -442,6 +454,19 @@ def _pread(pid: int, fd: int, size: int, addr: int) -> bytes:
         _end(pid, addr)
 
 
+def _pwrite(pid: int, fd: int, data: bytes, addr: int) -> int:
+    """Write through ``pid``'s pinned ``mem`` fd; bytes written before a fault."""
+    access_begin(pid, addr, len(data))
+    try:
+        return os.pwrite(fd, data, addr)
+    except OSError as e:
+        if e.errno == errno.EIO:  # nothing writable at addr
+            return 0
+        raise
+    finally:
+        _end(pid, addr)
+
+
 def _end(pid: int, addr: int) -> None:
     """The access ended; if it ended because the watchdog aborted another
     FUSE connection it waited on, say so."""
@@ -502,15 +527,23 @@ class ClientMemory:
         self._deferred: list[CallerWrite] | None = None
         #: What the caller's lane read, (addr, size) -> bytes (:meth:`deferring`).
         self._fetched: dict[tuple[int, int], bytes] = {}
-        self._bits = ByteReadModifyWrite(self)
-        #: tgid -> (the lock its lane writes hold, lane writes in flight), and
-        #: the enable bits held back until they are made (``lane_writes``).
-        self._lane_locks: dict[Tgid, tuple[threading.Lock, int]] = {}
-        self._held_bits: dict[Tgid, list[tuple[int, int, bool]]] = {}
-        #: tgid -> set once its held-back bits are written; the tgids whose
-        #: bits were held since ``take_held`` was last called.
-        self._released: dict[Tgid, trio.Event] = {}
-        self._new_held: set[Tgid] = set()
+        #: tgid -> (the lock its caller writes and its enable-bit writes
+        #: hold, how many of either are in flight) (``lane_writes``).
+        self._locks: dict[Tgid, tuple[threading.Lock, int]] = {}
+        #: Enable bits not yet written, per image: (addr, bit) -> value, the
+        #: latest value only. One worker at a time writes an image's bits, so
+        #: they stay in order; images wait for no other image.
+        self._pending: dict[Image, dict[tuple[int, int], bool]] = {}
+        #: Images a worker writes bits into now.
+        self._writing: set[Image] = set()
+        #: image -> set once its pending bits are written; the images that
+        #: got bits since ``take_held`` was last called.
+        self._released: dict[Image, trio.Event] = {}
+        self._new_held: set[Image] = set()
+        #: ``in_lane(uid, work, done)``: ``work()`` on a worker of ``uid``'s
+        #: lane, then ``done(its result)`` on this thread. The daemon installs
+        #: its lanes' (``_lanes.py``); without one, both run at once, here.
+        self.in_lane: Callable[[int, Callable[[], T], Callable[[T], None]], None] = _at_once
         self._local = _Iovec()
         # A reusable one-page request covers every transfer that does not
         # cross a page boundary (enable bits, write_index), sparing ctypes
@@ -566,33 +599,23 @@ class ClientMemory:
 
         The kernel sets and clears enable bits atomically; two threads each
         reading and rewriting a byte would lose one of the two updates. So
-        this thread writes an enable bit of that process only holding the
-        same lock, never waiting for it: while a lane holds it, the bit is
-        held back, with any later one of that process, and written once the
-        lane is done (:meth:`take_held`; a request that changed bits waits
-        for that, bounded: a page that never faults in leaves the bit late,
-        as the kernel's write of a faulting enable word is,
-        ``user_event_enabler_queue_fault``).
+        the workers that write this process's enable bits later
+        (:meth:`write_bit`) hold the same lock.
         """
-        lock, users = self._lane_locks.get(tgid, (threading.Lock(), 0))
-        self._lane_locks[tgid] = (lock, users + 1)
+        lock = self._hold_lock(tgid)
+        return lock, functools.partial(self._drop_lock, tgid)
 
-        def done() -> None:
-            users = self._lane_locks[tgid][1]
-            if users > 1:
-                self._lane_locks[tgid] = (lock, users - 1)
-            else:
-                del self._lane_locks[tgid]
-            if tgid in self._held_bits and lock.acquire(blocking=False):
-                try:
-                    for addr, bit, value in self._held_bits.pop(tgid):
-                        self._bits.write_bit(tgid, addr, bit, value)
-                finally:
-                    lock.release()
-            if tgid not in self._held_bits and tgid in self._released:
-                self._released.pop(tgid).set()
+    def _hold_lock(self, tgid: Tgid) -> threading.Lock:
+        lock, users = self._locks.get(tgid, (threading.Lock(), 0))
+        self._locks[tgid] = (lock, users + 1)
+        return lock
 
-        return lock, done
+    def _drop_lock(self, tgid: Tgid) -> None:
+        lock, users = self._locks[tgid]
+        if users > 1:
+            self._locks[tgid] = (lock, users - 1)
+        else:
+            del self._locks[tgid]
 
     # -- images --------------------------------------------------------------------
 
@@ -710,11 +733,21 @@ class ClientMemory:
         return None
 
     def unpin(self, tgid: Tgid) -> None:
-        """Forget ``tgid``'s image (after its exit or exec); no-op if unknown."""
+        """Forget ``tgid``'s image (after its exit or exec); no-op if unknown.
+        Bits not yet written into it never will be (its enablers are gone)."""
         image = self._images.pop(tgid, None)
-        if image is not None:
-            image.close()
-            self._budget.give(image.owner, IMAGE_FDS)
+        if image is None:
+            return
+        self._pending.pop(image, None)
+        if image in self._writing:
+            image.retired = True
+        else:
+            self._released_all(image)
+            self._close(image)
+
+    def _close(self, image: Image) -> None:
+        image.close()
+        self._budget.give(image.owner, IMAGE_FDS)
 
     def close(self) -> None:
         for tgid in list(self._images):
@@ -787,50 +820,82 @@ class ClientMemory:
             self._writes_refused += 1
             return 0
         self._writes += 1
-        access_begin(tgid, addr, len(data))
-        try:
-            done = os.pwrite(image.memfd, data, addr)
-        except OSError as e:
-            if e.errno != errno.EIO:  # EIO: nothing writable at addr
-                raise
-            done = 0
-        finally:
-            _end(tgid, addr)
+        done = _pwrite(tgid, image.memfd, data, addr)
         if done == 0:
             self._writes_refused += 1
         return done
 
     def write_bit(self, tgid: Tgid, addr: int, bit: int, value: bool) -> bool:
-        """:class:`~tracefs_fuse.engine._memory.EnableBits`: the byte's
-        read-modify-write, at once; the caller's own while :meth:`deferring`
-        is only recorded (and reported done)."""
+        """:class:`~tracefs_fuse.engine._memory.EnableBits`: while the caller
+        is :meth:`deferring`, its own bit is recorded for its lane; any other
+        is written through the pinned image by a worker of the image's
+        owner, later (False, for an untracked process: never).
+
+        This thread never waits for a client's page: as the kernel's
+        ``user_event_enabler_write`` writes with ``FOLL_NOFAULT`` and leaves
+        a page that is not there to a work item, so that a page of a FUSE
+        file that does not answer holds up the process that mapped it and
+        its owner's workers, nobody else. The request whose change this is
+        waits for the writes before its reply, bounded (:meth:`take_held`);
+        and so does nobody else.
+        """
         if self._deferred is not None and self._caller_tid(tgid) is not None:
             self._deferred.append(BitWrite(addr, bit, value))
             return True
-        lane = self._lane_locks.get(tgid)
-        if lane is None and tgid not in self._held_bits:
-            return self._bits.write_bit(tgid, addr, bit, value)
-        held = self._held_bits.get(tgid)
-        if held is None:
-            assert lane is not None
-            if lane[0].acquire(blocking=False):  # see lane_writes
-                try:
-                    return self._bits.write_bit(tgid, addr, bit, value)
-                finally:
-                    lane[0].release()
-            held = self._held_bits[tgid] = []
-            self._released[tgid] = trio.Event()
-        held.append((addr, bit, value))
-        self._new_held.add(tgid)
+        image = self._images.get(tgid)
+        if image is None:
+            self._writes_refused += 1
+            return False
+        bits = self._pending.setdefault(image, {})
+        bits.pop((addr, bit), None)  # the order of the latest values
+        bits[(addr, bit)] = value
+        if image not in self._released:
+            self._released[image] = trio.Event()
+        self._new_held.add(image)
+        if image not in self._writing:
+            self._write_pending(image)
         return True
 
     def take_held(self) -> list[trio.Event]:
-        """For the enable bits held back since the last call (by the request
-        being answered, :meth:`lane_writes`): the events set once they are
+        """For the enable bits changed since the last call (by the request
+        being answered, :meth:`write_bit`): the events set once they are
         written."""
-        events = [self._released[tgid] for tgid in self._new_held if tgid in self._released]
+        events = [self._released[image] for image in self._new_held if image in self._released]
         self._new_held.clear()
         return events
+
+    def _write_pending(self, image: Image) -> None:
+        """A worker of the owner's lane writes the image's pending bits (a
+        worker per image: a page that stalls holds up only its own image's
+        bits, and the owner's workers, :data:`~._lanes.WORKERS_PER_UID`)."""
+        bits = list(self._pending.pop(image).items())
+        lock = self._hold_lock(image.tgid)
+        self._writing.add(image)
+
+        def write() -> tuple[int, int]:
+            with lock:
+                return _write_bits(image, bits)
+
+        def done(counts: tuple[int, int] | None) -> None:
+            self._drop_lock(image.tgid)
+            self._writing.discard(image)
+            if counts is not None:
+                self._writes += counts[0]
+                self._writes_refused += counts[1]
+            if image.retired:
+                self._close(image)
+                self._released_all(image)
+            elif image in self._pending:
+                self._write_pending(image)
+            else:
+                self._released_all(image)
+
+        self.in_lane(image.owner, write, done)
+
+    def _released_all(self, image: Image) -> None:
+        released = self._released.pop(image, None)
+        if released is not None:
+            released.set()
 
     # -- internals ------------------------------------------------------------------
 
@@ -883,6 +948,34 @@ class ClientMemory:
                 logger.warning("no ptrace access to pid %d: reported as a fault", pid)
             return 0
         raise OSError(err, os.strerror(err))
+
+
+async def bits_written(held: list[trio.Event]) -> None:
+    """Until the enable bits behind ``held`` (:meth:`ClientMemory.take_held`)
+    are written, at most :data:`HELD_BITS_WAIT_S`: a page that does not fault
+    in leaves its bit late, as the kernel's work item does."""
+    with trio.move_on_after(HELD_BITS_WAIT_S):
+        for event in held:
+            await event.wait()
+
+
+def _write_bits(image: Image, bits: list[tuple[tuple[int, int], bool]]) -> tuple[int, int]:
+    """Set or clear enable bits through a pinned image, each a read-modify-write
+    of its byte (on a worker; nothing here touches a :class:`ClientMemory`):
+    how many were written, how many faulted."""
+    written = 0
+    for (addr, bit), value in bits:
+        byte = addr + bit // 8
+        old = _pread(image.tgid, image.memfd, 1, byte)
+        if len(old) == 1:
+            mask = 1 << (bit % 8)
+            new = old[0] | mask if value else old[0] & ~mask
+            written += _pwrite(image.tgid, image.memfd, bytes((new,)), byte)
+    return written, len(bits) - written
+
+
+def _at_once(uid: int, work: Callable[[], T], done: Callable[[T], None]) -> None:
+    done(work())
 
 
 def write_in_lane(tid: int, writes: list[CallerWrite]) -> BitWrite | None:
