@@ -55,15 +55,21 @@ class Lanes:
                   after: Callable[[], None] | None = None) -> T:
         """``work(*args)`` on a worker of ``uid``'s; then ``after()`` on this
         thread. Cancellable: the worker is then abandoned, still counts
-        until ``work`` returns, and ``after()`` runs then."""
-        # Cancelled before: the work is not started at all.
-        await trio.lowlevel.checkpoint_if_cancelled()
+        until ``work`` returns, and ``after()`` runs then (at once if the
+        work was not started yet)."""
         lane = self._lanes.get(uid)
         if lane is None:
             lane = self._lanes[uid] = _Lane(trio.lowlevel.current_trio_token())
-        while lane.busy >= WORKERS_PER_UID:
-            await lane.freed.park()
-        worker = lane.start(work, args, after)
+        try:
+            # Cancelled before: the work is not started at all.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            while lane.busy >= WORKERS_PER_UID:
+                await lane.freed.park()
+            worker = lane.start(work, args, after)
+        except BaseException:
+            if after is not None:
+                after()
+            raise
         try:
             await trio.lowlevel.wait_readable(worker.fd)
         except BaseException:
@@ -89,13 +95,14 @@ class _Lane:
               after: Callable[[], None] | None) -> _Worker:
         """Hand ``work`` to an idle worker (the last one used: the others may
         end), or to a new one."""
-        self.busy += 1
         while self.idle:
             worker = self.idle.pop()
             if worker.start(work, args, after):
-                return worker
-        worker = _Worker(self)
-        worker.start(work, args, after)
+                break
+        else:
+            worker = _Worker(self)
+            worker.start(work, args, after)
+        self.busy += 1
         return worker
 
     def finish(self, worker: _Worker) -> tuple[bool, Any]:
@@ -132,7 +139,11 @@ class _Worker:
         self._result: tuple[bool, Any] = (True, None)
         self._abandoned = False
         self._ended = False
-        threading.Thread(target=self._serve, name="tracefs-lane", daemon=True).start()
+        try:
+            threading.Thread(target=self._serve, name="tracefs-lane", daemon=True).start()
+        except BaseException:
+            os.close(self.fd)
+            raise
 
     def start(self, work: Callable[..., Any], args: tuple[object, ...],
               after: Callable[[], None] | None) -> bool:
