@@ -24,8 +24,8 @@ that is handed its work through a lock and says it is done on an eventfd of
 its own, which the waiting task awaits (``trio.lowlevel.wait_readable``):
 one wakeup of the trio thread per trip, no scheduler hop between. trio's own
 ``to_thread.run_sync`` (a thread cache, a ``CapacityLimiter``, a report
-through ``run_sync_soon``) cost 85-100 us a trip pinned to one CPU where
-this costs 33-37 us, and a registration makes two trips.
+through ``run_sync_soon``) cost 79-89 us a trip pinned to one CPU where
+this costs 38-46 us (load average 4-5), and a registration makes two trips.
 """
 
 from __future__ import annotations
