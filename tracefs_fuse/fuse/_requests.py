@@ -40,7 +40,7 @@ import functools
 import logging
 import os
 import threading
-from typing import Callable, ContextManager, Iterator, TypeVar
+from typing import Callable, ContextManager, Iterator, NamedTuple, TypeVar
 
 import trio
 
@@ -346,7 +346,7 @@ class RequestHandler:
                 if cmd == DIAG_IOCSREG:
                     # Its first read is always the size at arg (user_reg_get),
                     # before any other check: go there at once.
-                    self.nursery.start_soon(self._fetch, req, fh, file, cmd, arg, {},
+                    self.nursery.start_soon(self._lane_steps, req, fh, file, cmd, arg, {},
                                             Unfetched(arg, 4))
                 else:
                     self._caller_ioctl(req, fh, file, cmd, arg, {})
@@ -374,22 +374,62 @@ class RequestHandler:
                       fetched: dict[tuple[int, int], bytes]) -> None:
         """A user_events_data ioctl, run by the engine on what the caller's
         lane read (``fetched``); what it has not read yet is read there and
-        the call run again (:meth:`_fetch`), what the call writes is written
-        there (:meth:`_caller_writes`). The caller's memory is touched only
-        in its lane, where only the caller waits, as in the kernel."""
+        the call run again, what the call writes is written there
+        (:meth:`_lane_steps`). The caller's memory is touched only in its
+        lane, where only the caller waits, as in the kernel."""
+        step = self._engine_ioctl(req, fh, file, cmd, arg, fetched)
+        if step is not None:
+            self.nursery.start_soon(self._lane_steps, req, fh, file, cmd, arg, fetched, step)
+
+    def _engine_ioctl(self, req: Request, fh: int, file: UserEventsDataFile, cmd: int, arg: int,
+                      fetched: dict[tuple[int, int], bytes]) -> _LaneStep | None:
+        """The engine's call on what the lane read: what the lane must do next
+        (a read, or the call's writes), or None once the request is answered."""
         try:
             with self.caller(req.pid, req.uid, cmd == DIAG_IOCSREG, fetched) as (task, writes):
                 result = file.ioctl(cmd, arg, task)
         except Unfetched as need:
-            self.nursery.start_soon(self._fetch, req, fh, file, cmd, arg, fetched, need)
-            return
+            return need
         except Exception as exc:
             self._reply_after_publish(req, REPLY_ERR, self._refused(exc, "ioctl", req, fh, cmd))
-            return
+            return None
         if writes:
-            self.nursery.start_soon(self._caller_writes, req, fh, file, cmd, task, writes, result)
-            return
+            return _Writes(task, writes, result)
         self._reply_after_publish(req, REPLY_IOCTL, result)
+        return None
+
+    async def _lane_steps(self, req: Request, fh: int, file: UserEventsDataFile, cmd: int,
+                          arg: int, fetched: dict[tuple[int, int], bytes],
+                          step: _LaneStep) -> None:
+        """The request's steps in its caller's lane, in one task: each read
+        the engine still needs (then the call runs again), then the call's
+        writes and the reply.
+
+        A FUSE INTERRUPT (the caller was signalled, or killed: its own
+        userfaultfd is released only once it is gone) ends the wait with
+        EINTR, the worker abandoned (it finishes when its access does): before
+        the writes nothing was changed; during them, the reply is as if the
+        bit could not be written.
+        """
+        with self._waiting(req, fh) as (scope, _):
+            if req.watch_interrupts():
+                scope.cancel()
+            while isinstance(step, Unfetched):
+                if not await self._fetch(req, fh, file, cmd, arg, fetched, step):
+                    return
+                next_step = self._engine_ioctl(req, fh, file, cmd, arg, fetched)
+                if next_step is None:
+                    return
+                step = next_step
+            await self._caller_writes(req, fh, file, cmd, step)
+            return
+        if isinstance(step, Unfetched):
+            req.reply_err(errno.EINTR)
+            return
+        bit = next((w for w in step.writes if isinstance(w, BitWrite)), None)
+        if bit is not None:
+            file.enable_write_failed(cmd, step.task, bit.addr, bit.bit)
+        self._reply_after_publish(req, REPLY_ERR, errno.EINTR)
 
     async def _in_lane(self, req: Request, fh: int, work: Callable[..., T],
                        *args: object) -> tuple[bool, T | None]:
@@ -403,67 +443,49 @@ class RequestHandler:
         return True, None
 
     async def _fetch(self, req: Request, fh: int, file: UserEventsDataFile, cmd: int, arg: int,
-                     fetched: dict[tuple[int, int], bytes], need: Unfetched) -> None:
+                     fetched: dict[tuple[int, int], bytes], need: Unfetched) -> bool:
         """Read what the call needs of its caller's memory in the caller's
-        lane, then run the call again; an interrupt ends the wait (EINTR:
-        nothing was changed yet)."""
+        lane, into ``fetched``; False once the request is answered instead."""
         try:
             if cmd == DIAG_IOCSREG and (need.addr, need.size) == (arg, 4):
                 # The size: what the rest of the registration reads comes with it.
-                interrupted, found = await self._in_lane(
-                    req, fh, fetch_registration, req.pid, arg, file.data.registration_reads)
+                found = await self.lanes.run(req.uid, fetch_registration, req.pid, arg,
+                                             file.data.registration_reads)
             else:
-                interrupted, data = await self._in_lane(req, fh, read_in_lane, req.pid,
-                                                        need.addr, need.size)
-                found = None if data is None else {(need.addr, need.size): data}
+                data = await self.lanes.run(req.uid, read_in_lane, req.pid, need.addr, need.size)
+                found = {(need.addr, need.size): data}
         except Exception as exc:  # an unexpected errno: a bug, EIO
             req.reply_err(self._refused(exc, "ioctl", req, fh, cmd))
-            return
-        if interrupted:
-            req.reply_err(errno.EINTR)
-            return
-        assert found is not None
+            return False
         fetched.update(found)
-        self._caller_ioctl(req, fh, file, cmd, arg, fetched)
+        return True
 
     async def _caller_writes(self, req: Request, fh: int, file: UserEventsDataFile, cmd: int,
-                             task: Task, writes: list[CallerWrite], result: int) -> None:
+                             step: _Writes) -> None:
         """A user_events ioctl's writes into its caller (its first enable bit,
         ``write_index``), made in the caller's lane, then the reply.
 
         The kernel's caller faults its own page in, and only it waits; here
         too: a page that never faults in (a userfaultfd nobody resolves) holds
-        up this request alone. An interrupt (the caller was signalled or
-        killed: its own userfaultfd is released only once it is gone) ends the
-        wait with EINTR, answered as if the bit could not be written; the
-        abandoned worker finishes when the access does.
+        up this request alone.
         """
+        task, writes = step.task, step.writes
         lock, done = self.lane_writes(task.tgid, writes)
-        token = trio.lowlevel.current_trio_token()
 
         def write() -> BitWrite | None:
-            try:
-                with lock:
-                    return write_in_lane(task.pid, writes)
-            finally:
-                with contextlib.suppress(trio.RunFinishedError):
-                    token.run_sync_soon(done)
+            with lock:
+                return write_in_lane(task.pid, writes)
 
         try:
-            interrupted, failed = await self._in_lane(req, fh, write)
+            failed = await self.lanes.run(req.uid, write, after=done)
         except Exception as exc:  # an unexpected errno: a bug, EIO
             self._reply_after_publish(req, REPLY_ERR, self._refused(exc, "ioctl", req, fh, cmd))
             return
-        if interrupted:
-            bit = next((w for w in writes if isinstance(w, BitWrite)), None)
-            if bit is not None:
-                file.enable_write_failed(cmd, task, bit.addr, bit.bit)
-            self._reply_after_publish(req, REPLY_ERR, errno.EINTR)
-        elif failed is not None:
+        if failed is not None:
             error = file.enable_write_failed(cmd, task, failed.addr, failed.bit)
             self._reply_after_publish(req, REPLY_ERR, self._refused(error, "ioctl", req, fh, cmd))
         else:
-            self._reply_after_publish(req, REPLY_IOCTL, result)
+            self._reply_after_publish(req, REPLY_IOCTL, step.result)
 
     def _refused(self, exc: Exception, op: str, req: Request, fh: int,
                  cmd: int | None = None) -> int:
@@ -555,6 +577,19 @@ def _splice_fill(file: RawPipeFile, offset: int, size: int, flags: int) -> bytes
         return file.splice_read(offset, size)
     except WouldBlock:
         raise TracefsError(error, "no whole sub-buffer to splice") from None
+
+
+class _Writes(NamedTuple):
+    """What a user_events ioctl wrote into its caller (for its lane to make),
+    by whom, and its result once they are made."""
+
+    task: Task
+    writes: list[CallerWrite]
+    result: int
+
+
+#: What a request's lane does next: a read the engine still needs, or the writes.
+_LaneStep = Unfetched | _Writes
 
 
 class _Waiter:
