@@ -53,7 +53,7 @@ from ..host._host_events import host_highest_event_id
 from ..host._mountinfo import mount_device
 from ..process._budget import FdBudget, raise_fd_limit
 from ..process._lanes import Lanes
-from ..process._memory import CallerWrite, ClientMemory, bits_written, watch_accesses
+from ..process._memory import CallerWrite, ClientMemory, watch_accesses
 from ..process._tasks import TaskFacts, TaskTable
 from ..process._tracking import ProcessTracker
 from ._config import MountConfig
@@ -265,14 +265,13 @@ class Daemon:
         return visible
 
     async def _bits_written(self) -> None:
-        await bits_written(self.memory.take_held())
+        await self.memory.enable_writes.written(self.memory.take_held())
 
-    @staticmethod
-    async def _when_visible(stored: trio.Event | None, held: list[trio.Event],
+    async def _when_visible(self, stored: trio.Event | None, held: list[trio.Event],
                             visible: trio.Event) -> None:
         """Set ``visible`` once the pages are stored and the enable bits are
-        written (those bounded, ``bits_written``)."""
-        await bits_written(held)
+        written (those bounded, ``EnableWrites.written``)."""
+        await self.memory.enable_writes.written(held)
         if stored is not None:
             await stored.wait()
         visible.set()
@@ -289,9 +288,13 @@ class Daemon:
                     self.ops, nursery, self.mappings, writer_task=self.writer_task,
                     control_task=self.control_task, caller=self.caller,
                     changed=self.take_changes, pages=self.pages, native=self.native,
-                    lane_writes=self.memory.lane_writes, take_held=self.memory.take_held)
-                self.memory.in_lane = functools.partial(self._in_lane, nursery,
-                                                        self.handler.lanes)
+                    lane_writes=self.memory.lane_writes, take_held=self.memory.take_held,
+                    bits_written=self.memory.enable_writes.written)
+                enable_writes = self.memory.enable_writes
+                enable_writes.in_lane = functools.partial(self._in_lane, nursery,
+                                                          self.handler.lanes)
+                enable_writes.call_soon = functools.partial(
+                    _call_soon, trio.lowlevel.current_trio_token())
                 self.native.start(self.publish)
                 log.info("%s", self.tracker.describe())
                 nursery.start_soon(self.pages.run)
@@ -343,3 +346,10 @@ class Daemon:
                 log.info("signal %d: unmounting", signum)
                 terminate()
                 return
+
+
+def _call_soon(token: trio.lowlevel.TrioToken, function: Callable[..., None],
+               *args: object) -> None:
+    """``EnableWrites.call_soon``: from a worker, after the daemon may have stopped."""
+    with contextlib.suppress(trio.RunFinishedError):
+        token.run_sync_soon(function, *args)

@@ -40,7 +40,7 @@ import functools
 import logging
 import os
 import threading
-from typing import Callable, ContextManager, Iterator, NamedTuple, TypeVar
+from typing import Awaitable, Callable, ContextManager, Iterator, NamedTuple, TypeVar
 
 import trio
 
@@ -56,7 +56,6 @@ from ..process._memory import (
     BitWrite,
     CallerWrite,
     Unfetched,
-    bits_written,
     read_in_lane,
     write_in_lane,
 )
@@ -92,7 +91,8 @@ class RequestHandler:
                  native: NativeWrites,
                  lane_writes: Callable[[Tgid, list[CallerWrite]],
                                        tuple[threading.Lock, Callable[[], None]]],
-                 take_held: Callable[[], list[trio.Event]]) -> None:
+                 take_held: Callable[[], list[trio.Event]],
+                 bits_written: Callable[[list[trio.Event]], Awaitable[None]]) -> None:
         self.ops = ops
         self.nursery = nursery
         self.mappings = mappings
@@ -110,8 +110,10 @@ class RequestHandler:
         #: call once made (``ClientMemory.lane_writes``).
         self.lane_writes = lane_writes
         #: The enable bits a request changed, written by workers, to be
-        #: written before its reply (``ClientMemory.take_held``).
+        #: written before its reply (``ClientMemory.take_held``,
+        #: ``EnableWrites.written``).
         self.take_held = take_held
+        self.bits_written = bits_written
         #: Wakes readers and returns the page stores a request's reply waits for.
         self.changed = changed
         self.pages = pages
@@ -538,7 +540,7 @@ class RequestHandler:
 
     async def _reply_when_written(self, held: list[trio.Event], req: Request, reply: int,
                                   value: int) -> None:
-        await bits_written(held)
+        await self.bits_written(held)
         self._reply_now(req, reply, value)
 
     def _reply_now(self, req: Request, reply: int, value: int) -> None:

@@ -102,14 +102,13 @@ import trio
 from ..engine._memory import Tgid
 from ..lib import libc
 from ._budget import FdBudget
+from ._enable_writes import EnableWrites
 from ._stat import field, split_stat
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-#: How long a reply waits for the enable bits its request changed
-#: (:meth:`ClientMemory.write_bit`).
-HELD_BITS_WAIT_S = 1.0
+
 
 
 def _unwatched_begin(pid: int, addr: int, size: int) -> None:
@@ -305,7 +304,7 @@ class _Pidfd:
 class Image:
     """One process image, pinned: the mm a process ran when it was tracked."""
 
-    __slots__ = ("tgid", "pidfd", "memfd", "identity", "owner", "retired")
+    __slots__ = ("tgid", "pidfd", "memfd", "identity", "owner")
 
     def __init__(self, tgid: Tgid, pidfd: _Pidfd, memfd: int, identity: Identity | None,
                  owner: int) -> None:
@@ -316,10 +315,6 @@ class Image:
         self.identity = identity
         #: The uid whose descriptor budget this pin counts against.
         self.owner = owner
-        #: Unpinned while a worker wrote its enable bits
-        #: (:meth:`ClientMemory.write_bit`): closed once that worker is done,
-        #: so that no number it writes through names another file meanwhile.
-        self.retired = False
 
     def alive(self) -> bool:
         """Whether this image still runs: not exited, not replaced by exec
@@ -383,38 +378,37 @@ class Execing(ProcessLookupError):
     and reading its ``stat`` now would wait for that exec too."""
 
 
-def _open_image_within(seconds: float, tgid: Tgid, mem: str,
-                       identify: Callable[[int], Identity | None], owner: int) -> Image:
-    """:func:`_open_image` on a thread of its own, waited for ``seconds``.
+def _within(seconds: float, work: Callable[[], T], late: Callable[[T], None] | None = None,
+            what: str = "") -> T:
+    """``work()`` on a thread of its own, waited for ``seconds``.
 
     Raises:
-        ProcessLookupError: (ESRCH) not done in time: the process is exec'ing.
-            The thread is left to finish; what it pins then is closed.
+        Execing: (ESRCH) not done in time: the process is exec'ing. The thread
+            is left to finish; ``late`` gets what it returns then.
     """
     lock = threading.Lock()
-    done: list[Image | BaseException] = []
+    done: list[T | BaseException] = []
     abandoned = False
 
-    def work() -> None:
+    def run() -> None:
         try:
-            result: Image | BaseException = _open_image(tgid, mem, identify, owner)
+            result: T | BaseException = work()
         except BaseException as exc:
             result = exc
         with lock:
             if not abandoned:
                 done.append(result)
                 return
-        if isinstance(result, Image):
-            result.close()
+        if late is not None and not isinstance(result, BaseException):
+            late(result)
 
-    thread = threading.Thread(target=work, name="tracefs-pin", daemon=True)
+    thread = threading.Thread(target=run, name="tracefs-pin", daemon=True)
     thread.start()
     thread.join(seconds)
     with lock:
         if not done:
             abandoned = True
-            raise Execing(errno.ESRCH, f"{tgid} did not let its mm be pinned within "
-                                                  f"{seconds} s: exec'ing")
+            raise Execing(errno.ESRCH, f"{what} not done within {seconds} s: exec'ing")
     result = done[0]
     if isinstance(result, BaseException):
         raise result
@@ -527,23 +521,8 @@ class ClientMemory:
         self._deferred: list[CallerWrite] | None = None
         #: What the caller's lane read, (addr, size) -> bytes (:meth:`deferring`).
         self._fetched: dict[tuple[int, int], bytes] = {}
-        #: tgid -> (the lock its caller writes and its enable-bit writes
-        #: hold, how many of either are in flight) (``lane_writes``).
-        self._locks: dict[Tgid, tuple[threading.Lock, int]] = {}
-        #: Enable bits not yet written, per image: (addr, bit) -> value, the
-        #: latest value only. One worker at a time writes an image's bits, so
-        #: they stay in order; images wait for no other image.
-        self._pending: dict[Image, dict[tuple[int, int], bool]] = {}
-        #: Images a worker writes bits into now.
-        self._writing: set[Image] = set()
-        #: image -> set once its pending bits are written; the images that
-        #: got bits since ``take_held`` was last called.
-        self._released: dict[Image, trio.Event] = {}
-        self._new_held: set[Image] = set()
-        #: ``in_lane(uid, work, done)``: ``work()`` on a worker of ``uid``'s
-        #: lane, then ``done(its result)`` on this thread. The daemon installs
-        #: its lanes' (``_lanes.py``); without one, both run at once, here.
-        self.in_lane: Callable[[int, Callable[[], T], Callable[[T], None]], None] = _at_once
+        #: The enable bits on their way into images, by workers.
+        self.enable_writes = EnableWrites[Image](_write_bits, self._close)
         self._local = _Iovec()
         # A reusable one-page request covers every transfer that does not
         # cross a page boundary (enable bits, write_index), sparing ctypes
@@ -602,20 +581,27 @@ class ClientMemory:
         the workers that write this process's enable bits later
         (:meth:`write_bit`) hold the same lock.
         """
-        lock = self._hold_lock(tgid)
-        return lock, functools.partial(self._drop_lock, tgid)
+        lock = self.enable_writes.hold_lock(tgid)
+        return lock, functools.partial(self.enable_writes.drop_lock, tgid)
 
-    def _hold_lock(self, tgid: Tgid) -> threading.Lock:
-        lock, users = self._locks.get(tgid, (threading.Lock(), 0))
-        self._locks[tgid] = (lock, users + 1)
-        return lock
+    def stat(self, pid: int) -> StatFacts | None:
+        """``/proc/<pid>/stat`` (:func:`read_stat`), for the trio thread.
 
-    def _drop_lock(self, tgid: Tgid) -> None:
-        lock, users = self._locks[tgid]
-        if users > 1:
-            self._locks[tgid] = (lock, users - 1)
-        else:
-            del self._locks[tgid]
+        The read waits while the process execs (``do_task_stat`` takes
+        ``exec_update_lock``), and an exec may wait for us: it closes its
+        close-on-exec files holding that lock, and closing a perf file of
+        ours is a FUSE_FLUSH this thread answers (:attr:`careful_pins`).
+        Then the read runs on a thread of its own, waited
+        :data:`PIN_WAIT_S`; a process that holds it up longer is exec'ing:
+        None, as for one that is gone (its exec, once seen, tells the rest).
+        """
+        if not self.careful_pins():
+            return read_stat(pid, self._proc)
+        try:
+            return _within(PIN_WAIT_S, functools.partial(read_stat, pid, self._proc),
+                           what=f"reading {pid}'s stat")
+        except Execing:
+            return None
 
     # -- images --------------------------------------------------------------------
 
@@ -695,7 +681,9 @@ class ClientMemory:
         self._budget.take(owner, IMAGE_FDS)
         try:
             if careful:
-                image = _open_image_within(PIN_WAIT_S, tgid, mem, identify, owner)
+                image = _within(PIN_WAIT_S, functools.partial(_open_image, tgid, mem, identify,
+                                                              owner),
+                                late=Image.close, what=f"pinning {tgid}")
             else:
                 image = _open_image(tgid, mem, identify, owner)
         except BaseException:
@@ -738,11 +726,7 @@ class ClientMemory:
         image = self._images.pop(tgid, None)
         if image is None:
             return
-        self._pending.pop(image, None)
-        if image in self._writing:
-            image.retired = True
-        else:
-            self._released_all(image)
+        if self.enable_writes.forget(image):
             self._close(image)
 
     def _close(self, image: Image) -> None:
@@ -754,8 +738,9 @@ class ClientMemory:
             self.unpin(tgid)
 
     def statistics(self) -> MemoryStatistics:
-        return MemoryStatistics(images=len(self._images), writes=self._writes,
-                                writes_refused=self._writes_refused,
+        return MemoryStatistics(images=len(self._images),
+                                writes=self._writes + self.enable_writes.writes,
+                                writes_refused=self._writes_refused + self.enable_writes.refused,
                                 copies_pinned=self._copies_pinned,
                                 copies_refused=self._copies_refused,
                                 vm_unknown=self._vm_unknown)
@@ -828,17 +813,9 @@ class ClientMemory:
     def write_bit(self, tgid: Tgid, addr: int, bit: int, value: bool) -> bool:
         """:class:`~tracefs_fuse.engine._memory.EnableBits`: while the caller
         is :meth:`deferring`, its own bit is recorded for its lane; any other
-        is written through the pinned image by a worker of the image's
-        owner, later (False, for an untracked process: never).
-
-        This thread never waits for a client's page: as the kernel's
-        ``user_event_enabler_write`` writes with ``FOLL_NOFAULT`` and leaves
-        a page that is not there to a work item, so that a page of a FUSE
-        file that does not answer holds up the process that mapped it and
-        its owner's workers, nobody else. The request whose change this is
-        waits for the writes before its reply, bounded (:meth:`take_held`);
-        and so does nobody else.
-        """
+        is queued for a worker to write through the pinned image
+        (``_enable_writes.py``: never on this thread), True; False for an
+        untracked process (never written)."""
         if self._deferred is not None and self._caller_tid(tgid) is not None:
             self._deferred.append(BitWrite(addr, bit, value))
             return True
@@ -846,56 +823,14 @@ class ClientMemory:
         if image is None:
             self._writes_refused += 1
             return False
-        bits = self._pending.setdefault(image, {})
-        bits.pop((addr, bit), None)  # the order of the latest values
-        bits[(addr, bit)] = value
-        if image not in self._released:
-            self._released[image] = trio.Event()
-        self._new_held.add(image)
-        if image not in self._writing:
-            self._write_pending(image)
+        self.enable_writes.write(image, addr, bit, value)
         return True
 
     def take_held(self) -> list[trio.Event]:
         """For the enable bits changed since the last call (by the request
         being answered, :meth:`write_bit`): the events set once they are
-        written."""
-        events = [self._released[image] for image in self._new_held if image in self._released]
-        self._new_held.clear()
-        return events
-
-    def _write_pending(self, image: Image) -> None:
-        """A worker of the owner's lane writes the image's pending bits (a
-        worker per image: a page that stalls holds up only its own image's
-        bits, and the owner's workers, :data:`~._lanes.WORKERS_PER_UID`)."""
-        bits = list(self._pending.pop(image).items())
-        lock = self._hold_lock(image.tgid)
-        self._writing.add(image)
-
-        def write() -> tuple[int, int]:
-            with lock:
-                return _write_bits(image, bits)
-
-        def done(counts: tuple[int, int] | None) -> None:
-            self._drop_lock(image.tgid)
-            self._writing.discard(image)
-            if counts is not None:
-                self._writes += counts[0]
-                self._writes_refused += counts[1]
-            if image.retired:
-                self._close(image)
-                self._released_all(image)
-            elif image in self._pending:
-                self._write_pending(image)
-            else:
-                self._released_all(image)
-
-        self.in_lane(image.owner, write, done)
-
-    def _released_all(self, image: Image) -> None:
-        released = self._released.pop(image, None)
-        if released is not None:
-            released.set()
+        written (``EnableWrites.written``)."""
+        return self.enable_writes.take_held()
 
     # -- internals ------------------------------------------------------------------
 
@@ -950,15 +885,6 @@ class ClientMemory:
         raise OSError(err, os.strerror(err))
 
 
-async def bits_written(held: list[trio.Event]) -> None:
-    """Until the enable bits behind ``held`` (:meth:`ClientMemory.take_held`)
-    are written, at most :data:`HELD_BITS_WAIT_S`: a page that does not fault
-    in leaves its bit late, as the kernel's work item does."""
-    with trio.move_on_after(HELD_BITS_WAIT_S):
-        for event in held:
-            await event.wait()
-
-
 def _write_bits(image: Image, bits: list[tuple[tuple[int, int], bool]]) -> tuple[int, int]:
     """Set or clear enable bits through a pinned image, each a read-modify-write
     of its byte (on a worker; nothing here touches a :class:`ClientMemory`):
@@ -972,10 +898,6 @@ def _write_bits(image: Image, bits: list[tuple[tuple[int, int], bool]]) -> tuple
             new = old[0] | mask if value else old[0] & ~mask
             written += _pwrite(image.tgid, image.memfd, bytes((new,)), byte)
     return written, len(bits) - written
-
-
-def _at_once(uid: int, work: Callable[[], T], done: Callable[[T], None]) -> None:
-    done(work())
 
 
 def write_in_lane(tid: int, writes: list[CallerWrite]) -> BitWrite | None:

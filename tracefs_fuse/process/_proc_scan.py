@@ -37,8 +37,9 @@ Caveats:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
-from ._memory import StatFacts, read_stat
+from ._memory import StatFacts
 
 
 class ProcScan:
@@ -48,8 +49,10 @@ class ProcScan:
         proc: the procfs of the pid namespace FUSE reports our callers in.
     """
 
-    def __init__(self, proc: str = "/proc") -> None:
+    def __init__(self, stat: Callable[[int], StatFacts | None], proc: str = "/proc") -> None:
         self._proc = proc
+        #: ``/proc/<pid>/stat`` of a process, None if gone (``ClientMemory.stat``).
+        self._stat = stat
         try:
             self._last_pid_fd: int | None = os.open(f"{proc}/sys/kernel/ns_last_pid",
                                                     os.O_RDONLY | os.O_CLOEXEC)
@@ -92,7 +95,7 @@ class ProcScan:
             if start is not None:
                 self._seen[pid] = start
                 continue
-            facts = read_stat(pid, self._proc)
+            facts = self._stat(pid)
             if facts is None:
                 continue  # exited since the listing
             self._seen[pid] = facts.starttime

@@ -74,8 +74,7 @@ from ..engine._errors import TracefsError
 from ..engine._memory import Tgid
 from ..engine._user_events import UserEventRegistry
 from ._budget import BudgetExhausted
-from ._memory import (PF_EXITING, PF_FORKNOEXEC, ClientMemory, Execing, Image, SharesMm, StatFacts,
-                      read_stat)
+from ._memory import PF_EXITING, PF_FORKNOEXEC, ClientMemory, Execing, Image, SharesMm, StatFacts
 from ._proc_events import (
     EventsLost,
     ExecEvent,
@@ -139,7 +138,7 @@ class ProcessTracker:
         self.exits = ExitWatcher()
         self._changed = changed
         self._proc = proc
-        self._scan = ProcScan(proc)
+        self._scan = ProcScan(self.memory.stat, proc)
         self._lost: OrderedDict[int, Image] = OrderedDict()
         #: origin -> {pid: starttime} of children found sharing its mm.
         self._sharers: dict[Tgid, dict[int, int]] = {}
@@ -300,7 +299,7 @@ class ProcessTracker:
                     and image.identity.layout == facts.layout
                     and image.tgid in self.registry.mms):
                 return image
-            parent = stats.get(ancestor) or read_stat(ancestor, self._proc)
+            parent = stats.get(ancestor) or self.memory.stat(ancestor)
             if parent is None:
                 break
             if parent.layout == facts.layout:
@@ -414,7 +413,7 @@ class ProcessTracker:
             for child in _children(pid, self._proc):
                 if Tgid(child) not in self.registry.mms and child not in self._lost:
                     self._adopt(child, origin)
-            facts = read_stat(pid, self._proc)
+            facts = self.memory.stat(pid)
             if facts is None or facts.flags & PF_EXITING:
                 bereaved.add(origin.tgid)
             if image is not None and not image.alive():
@@ -434,11 +433,11 @@ class ProcessTracker:
                    if image.identity is not None}
         stats: dict[int, StatFacts] = {}
         for reaper in reapers:
-            parent = read_stat(reaper, self._proc)
+            parent = self.memory.stat(reaper)
             for pid in _children(reaper, self._proc):
                 if Tgid(pid) in self.registry.mms or pid in self._lost:
                     continue
-                facts = read_stat(pid, self._proc)
+                facts = self.memory.stat(pid)
                 if (facts is not None and facts.layout in holders
                         and (parent is None or parent.layout != facts.layout)):
                     stats[pid] = facts
@@ -569,7 +568,7 @@ class ProcessTracker:
         self._unsubscribe_if_idle()
 
     def _remember_sharer(self, origin: Tgid, pid: int) -> None:
-        facts = read_stat(pid, self._proc)
+        facts = self.memory.stat(pid)
         sharers = self._sharers.setdefault(origin, {})
         if facts is not None and len(sharers) < _SHARERS_MAX:
             sharers[pid] = facts.starttime
@@ -583,7 +582,7 @@ class ProcessTracker:
         of it (same mm, same AT_RANDOM bytes, never exec'd), so it is adopted.
         """
         for pid, starttime in self._sharers.get(image.tgid, {}).items():
-            facts = read_stat(pid, self._proc)
+            facts = self.memory.stat(pid)
             if (facts is not None and facts.starttime == starttime
                     and facts.flags & PF_FORKNOEXEC and Tgid(pid) not in self.registry.mms):
                 self._adopt(pid, image)
