@@ -107,6 +107,11 @@ class EnableWrites(Generic[Image]):
         #: its lanes' and trio's; without, everything runs at once, here.
         self.in_lane: Callable[[int, Callable[[], T], Callable[[T], None]], None] = _at_once
         self.call_soon: Callable[..., None] = _call
+        #: What workers wrote, for this thread to take in (:meth:`_take_written`);
+        #: one call is due at a time, however many images are done meanwhile.
+        self._done: collections.deque[tuple[Image, tuple[int, int] | Exception]] = (
+            collections.deque())
+        self._take_due = False
         self.writes = 0
         self.refused = 0
 
@@ -188,7 +193,7 @@ class EnableWrites(Generic[Image]):
 
     def _start(self, owner: int, queue: _Queue[Image]) -> None:
         queue.workers += 1
-        write_bits, call_soon, written = self._write_bits, self.call_soon, self._written
+        write_bits = self._write_bits
 
         def work() -> None:
             while True:
@@ -202,7 +207,10 @@ class EnableWrites(Generic[Image]):
                         counts = write_bits(image, bits)
                 except Exception as exc:  # a bug: the image's bits must still be released
                     counts = exc
-                call_soon(written, image, counts)
+                self._done.append((image, counts))
+                if not self._take_due:  # read after the append: see _take_written
+                    self._take_due = True
+                    self.call_soon(self._take_written)
 
         def done(_: object) -> None:
             queue.workers -= 1
@@ -213,6 +221,13 @@ class EnableWrites(Generic[Image]):
                     del self._queues[owner]
 
         self.in_lane(owner, work, done)
+
+    def _take_written(self) -> None:
+        # Cleared before the queue is read: a worker that appends later finds
+        # it clear and asks again; one that found it set appended before.
+        self._take_due = False
+        while self._done:
+            self._written(*self._done.popleft())
 
     def _written(self, image: Image, counts: tuple[int, int] | Exception) -> None:
         self.drop_lock(image.tgid)
