@@ -56,13 +56,17 @@ def test_at_once_every_bit_in_order(writes: list[tuple[int, int, bool]],
     assert all(event.is_set() for event in bits.take_held())
 
 
-def in_threads(nursery: trio.Nursery) -> Callable[..., None]:
-    """``in_lane`` on real threads, as the daemon's lanes do."""
+def threaded(nursery: trio.Nursery) -> EnableWrites[FakeImage]:
+    """Workers on real threads, reporting to this trio thread, as in the daemon."""
     def in_lane(uid: int, work: Callable[[], object], done: Callable[[object], None]) -> None:
         async def run() -> None:
             done(await trio.to_thread.run_sync(work, abandon_on_cancel=True))
         nursery.start_soon(run)
-    return in_lane
+
+    bits = EnableWrites[FakeImage](write_bits, close)
+    bits.in_lane = in_lane
+    bits.call_soon = trio.lowlevel.current_trio_token().run_sync_soon
+    return bits
 
 
 async def test_a_stuck_image_holds_up_only_itself() -> None:
@@ -70,9 +74,7 @@ async def test_a_stuck_image_holds_up_only_itself() -> None:
     written once a waiting reply asks for another worker, the first's
     latest values in order once it goes on."""
     async with trio.open_nursery() as nursery:
-        bits = EnableWrites[FakeImage](write_bits, close)
-        bits.in_lane = in_threads(nursery)
-        bits.call_soon = trio.lowlevel.current_trio_token().run_sync_soon
+        bits = threaded(nursery)
         stuck = FakeImage(Tgid(1), go=threading.Event())
         other = FakeImage(Tgid(2))
         bits.write(stuck, 0x10, 0, True)
@@ -97,9 +99,7 @@ async def test_a_stuck_image_holds_up_only_itself() -> None:
 
 async def test_written_gives_up_after_its_bound() -> None:
     async with trio.open_nursery() as nursery:
-        bits = EnableWrites[FakeImage](write_bits, close)
-        bits.in_lane = in_threads(nursery)
-        bits.call_soon = trio.lowlevel.current_trio_token().run_sync_soon
+        bits = threaded(nursery)
         stuck = FakeImage(Tgid(1), go=threading.Event())
         bits.write(stuck, 0x10, 0, True)
         held = bits.take_held()
@@ -115,9 +115,7 @@ async def test_written_gives_up_after_its_bound() -> None:
 
 async def test_an_image_forgotten_while_written_is_closed_after() -> None:
     async with trio.open_nursery() as nursery:
-        bits = EnableWrites[FakeImage](write_bits, close)
-        bits.in_lane = in_threads(nursery)
-        bits.call_soon = trio.lowlevel.current_trio_token().run_sync_soon
+        bits = threaded(nursery)
         image = FakeImage(Tgid(1), go=threading.Event())
         idle = FakeImage(Tgid(2))
         bits.write(image, 0x10, 0, True)

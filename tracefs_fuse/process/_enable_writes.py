@@ -105,7 +105,7 @@ class EnableWrites(Generic[Image]):
         #: lane, then ``done(its result)`` on this thread; ``call_soon(f,
         #: *args)`` from a worker runs ``f`` on this thread. The daemon installs
         #: its lanes' and trio's; without, everything runs at once, here.
-        self.in_lane: Callable[[int, Callable[[], T], Callable[[T], None]], None] = _at_once
+        self.in_lane: Callable[[int, Callable[[], Any], Callable[[Any], None]], None] = _at_once
         self.call_soon: Callable[..., None] = _call
         #: What workers wrote, for this thread to take in (:meth:`_take_written`);
         #: one call is due at a time, however many images are done meanwhile.
