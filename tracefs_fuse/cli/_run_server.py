@@ -2,8 +2,11 @@
 
 ``python -P -m tracefs_fuse.cli._run_server FD``: FD is the session's end of
 a ``SOCK_SEQPACKET`` pair. Everything a run needs is imported once, here; then
-each request is a fork that calls :func:`~tracefs_fuse.cli._main.main` as
-``tracefs-fuse ARGV`` would, and exits with its status.
+each request is taken by a fork made before it came (the *spare*, which has
+its fork and its copy-on-write faults behind it: ``_warm_pages.py``), which
+calls :func:`~tracefs_fuse.cli._main.main` as ``tracefs-fuse ARGV`` would,
+says ``Exited`` and exits with its status. A new spare is forked as soon as
+one is taken: its start overlaps the run's.
 
 Rules:
   * The server stays single-threaded and never enters trio: a fork of a
@@ -11,9 +14,13 @@ Rules:
     into the run (and a user namespace can only be entered by a process with
     one thread).
   * A run is what a ``tracefs-fuse run`` process is: the request's stdin,
-    stdout, stderr, directory and environment; no other descriptor of ours;
-    default signal dispositions (we ignore SIGINT: a Ctrl-C of the test
-    session's terminal reaches us too, and the runs decide for themselves).
+    stdout, stderr, directory and environment; no other descriptor of ours
+    (its reply socket is close-on-exec); default signal dispositions (we
+    ignore SIGINT: a Ctrl-C of the test session's terminal reaches us too,
+    and the runs decide for themselves). A spare does nothing before its
+    request that a test could see: it reads no file of the host and enters
+    no namespace (the host's mounts are copied when the run starts, not
+    before), only closes our descriptors and copies pages.
   * Runs die with the server (``PR_SET_PDEATHSIG``), and the server ends when
     the session's end of its socket closes, after SIGTERM to each run still
     going and reaping it.
@@ -21,6 +28,7 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import select
@@ -36,11 +44,12 @@ from ..host._host_events import host_highest_event_id
 from ..lib import libc
 from ..testing._forks import Exited, Request, Started, receive, send
 from . import _main
+from ._warm_pages import WarmPages
 
 PR_SET_PDEATHSIG = 1
 
 
-def _preload() -> None:
+def _preload() -> WarmPages:
     """What every run would otherwise import or read again: once, here."""
     # Imports: daemon._run, above, brings in what serving needs; a fixture's
     # runs all record.
@@ -55,19 +64,35 @@ def _preload() -> None:
     # Everything made so far is never collected: a fork's collections then
     # leave these objects (and their pages, shared copy-on-write) alone.
     gc.freeze()
+    return WarmPages()
 
 
-def _child(request: Request, fds: list[int]) -> None:
-    """In the fork: become the run; never returns."""
+def _spare(link: socket.socket, warm: WarmPages) -> None:
+    """In a fork made before its request: wait for it on ``link``, become the
+    run; never returns."""
     status = 1
+    reply: socket.socket | None = None
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # Nothing of ours but the link: not the other runs' sockets and pidfds,
+        # nor the control socket (a run holding it would keep the server alive).
+        os.closerange(3, link.fileno())
+        os.closerange(link.fileno() + 1, os.sysconf("SC_OPEN_MAX"))
+        warm.populate()
+        got = receive(link)
+        if got is None:  # the server ended before it needed us
+            os._exit(0)
+        link.close()
+        request, fds = got
+        assert isinstance(request, Request)  # checked by the server
         for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
-        # Nothing of ours beyond the three: the other runs' sockets and pidfds,
-        # the control socket (a run holding it would keep the server alive).
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        for fd in fds[:3]:
+            os.close(fd)
+        # Ours alone, never the command's (received descriptors are inheritable).
+        os.set_inheritable(fds[3], False)
+        reply = socket.socket(fileno=fds[3])
         os.chdir(request.cwd)
         os.environ.clear()
         os.environ.update(request.env)
@@ -83,16 +108,51 @@ def _child(request: Request, fds: list[int]) -> None:
                 stream.flush()
             except Exception:
                 pass
+        # Said before we exit: the command and all it left are reaped, the
+        # mount is gone, the output and the recording are written; what is
+        # left, the process's own end (its memory, threads and namespaces,
+        # 3 ms), is no test's business.
+        if reply is not None:
+            try:
+                send(reply, Exited(returncode=status & 0xFF))
+            except OSError:
+                pass  # the test gave up on it
+            with contextlib.suppress(OSError):
+                warm.learn()
         os._exit(status)
 
 
+class _Spare:
+    """A fork of the server made before its request (its fork and first
+    page faults are then behind the test that sends it)."""
+
+    def __init__(self, warm: WarmPages) -> None:
+        assert threading.active_count() == 1, "the run server must not have threads"
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            _spare(theirs, warm)
+        theirs.close()
+        self.pid = pid
+        self.pidfd = os.pidfd_open(pid)
+        self.link = ours
+
+    def close(self) -> None:
+        """End it unused (it exits when its link closes) and reap it."""
+        self.link.close()
+        os.waitpid(self.pid, 0)
+        os.close(self.pidfd)
+
+
 class _Server:
-    def __init__(self, control: socket.socket) -> None:
+    def __init__(self, control: socket.socket, warm: WarmPages) -> None:
         self._control = control
+        self._warm = warm
         self._poller = select.poll()
         self._poller.register(control, select.POLLIN)
         #: pidfd -> (pid, reply socket) of each run going.
         self._runs: dict[int, tuple[int, socket.socket]] = {}
+        self._spare = _Spare(warm)
 
     def serve(self) -> None:
         while True:
@@ -111,33 +171,37 @@ class _Server:
         try:
             if not isinstance(request, Request) or len(fds) != 4:
                 raise OSError(f"run server: a malformed request {request!r}")
-            reply = socket.socket(fileno=fds[3])
-            fds[3] = -1
-            self._fork(request, fds[:3], reply)
+            self._hand_over(request, fds)
         finally:
             for fd in fds:
-                if fd >= 0:
-                    os.close(fd)
+                os.close(fd)
         return True
 
-    def _fork(self, request: Request, stdio: list[int], reply: socket.socket) -> None:
-        assert threading.active_count() == 1, "the run server must not have threads"
-        pid = os.fork()
-        if pid == 0:
-            _child(request, stdio)
-        pidfd = os.pidfd_open(pid)
+    def _hand_over(self, request: Request, fds: list[int]) -> None:
+        """The spare becomes the run; another spare is made for the next."""
+        spare = self._spare
+        reply = socket.socket(fileno=os.dup(fds[3]))
+        # Started first: the run's own Exited must not come before it.
         try:
-            send(reply, Started(pid=pid), [pidfd])
+            send(reply, Started(pid=spare.pid), [spare.pidfd])
         except OSError:
-            pass  # the session gave up on it; it is reaped all the same
-        self._runs[pidfd] = (pid, reply)
-        self._poller.register(pidfd, select.POLLIN)
+            pass  # the session gave up on it; it runs and is reaped all the same
+        try:
+            send(spare.link, request, fds)
+        except OSError:
+            pass  # the spare died (killed): the reaping says so
+        spare.link.close()
+        self._runs[spare.pidfd] = (spare.pid, reply)
+        self._poller.register(spare.pidfd, select.POLLIN)
+        self._spare = _Spare(self._warm)
 
     def _reap(self, pidfd: int) -> None:
         pid, reply = self._runs.pop(pidfd)
         self._poller.unregister(pidfd)
         os.close(pidfd)
         _, status = os.waitpid(pid, 0)
+        # The run said so itself unless it died first (killed): the test takes
+        # the first Exited.
         try:
             send(reply, Exited(returncode=os.waitstatus_to_exitcode(status)))
         except OSError:
@@ -146,6 +210,7 @@ class _Server:
 
     def _end(self) -> None:
         self._poller.unregister(self._control)
+        self._spare.close()
         for pidfd in list(self._runs):
             try:
                 signal.pidfd_send_signal(pidfd, signal.SIGTERM)
@@ -161,8 +226,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     control = socket.socket(fileno=int(argv[0]))
-    _preload()
-    _Server(control).serve()
+    _Server(control, _preload()).serve()
     return 0
 
 

@@ -16,8 +16,12 @@ The protocol, over a ``SOCK_SEQPACKET`` pair (one message per datagram):
     socket, which belongs to that run alone;
   * on the reply socket: :class:`Started` with a pidfd of the run (what
     signals it: the pid is the server's child, not ours), then
-    :class:`Exited` with its return code once the server reaped it; then the
-    server closes it.
+    :class:`Exited` with its return code, from the run itself as its last
+    act (its command and everything the command left are reaped, its mount
+    is gone, its output and recording are written; only its process's own
+    end, some 3 ms of freeing its memory and namespaces, is to come), or
+    from the server once it reaped a run that died without saying (killed).
+    The first :class:`Exited` counts; the server then closes its end.
 When the session's end of the control socket closes, the server sends
 SIGTERM to the runs still going (``run`` passes it on to their commands),
 reaps them and exits; if the server is killed, they are killed too
