@@ -257,7 +257,7 @@ class Daemon:
             return self.publish()
         self.handler.publish_fast_path()
         stored = self.publish()
-        held = self.memory.take_held()
+        held = self.memory.enable_writes.take_held()
         if not held:
             return stored
         visible = trio.Event()
@@ -265,7 +265,8 @@ class Daemon:
         return visible
 
     async def _bits_written(self) -> None:
-        await self.memory.enable_writes.written(self.memory.take_held())
+        bits = self.memory.enable_writes
+        await bits.written(bits.take_held())
 
     async def _when_visible(self, stored: trio.Event | None, held: list[trio.Event],
                             visible: trio.Event) -> None:
@@ -288,8 +289,8 @@ class Daemon:
                     self.ops, nursery, self.mappings, writer_task=self.writer_task,
                     control_task=self.control_task, caller=self.caller,
                     changed=self.take_changes, pages=self.pages, native=self.native,
-                    lane_writes=self.memory.lane_writes, take_held=self.memory.take_held,
-                    bits_written=self.memory.enable_writes.written)
+                    lane_writes=self.memory.lane_writes,
+                    enable_writes=self.memory.enable_writes)
                 enable_writes = self.memory.enable_writes
                 enable_writes.in_lane = functools.partial(self._in_lane, nursery,
                                                           self.handler.lanes)

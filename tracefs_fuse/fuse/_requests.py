@@ -40,7 +40,7 @@ import functools
 import logging
 import os
 import threading
-from typing import Awaitable, Callable, ContextManager, Iterator, NamedTuple, TypeVar
+from typing import Any, Callable, ContextManager, Iterator, NamedTuple, TypeVar
 
 import trio
 
@@ -51,6 +51,7 @@ from ..engine._task import Task
 from ..engine._tree import FileKind, OpenFile
 from ..engine._uapi import DIAG_IOCSREG
 from ..engine._user_events_files import UserEventsDataFile
+from ..process._enable_writes import EnableWrites
 from ..process._lanes import Lanes
 from ..process._memory import (
     BitWrite,
@@ -91,8 +92,7 @@ class RequestHandler:
                  native: NativeWrites,
                  lane_writes: Callable[[Tgid, list[CallerWrite]],
                                        tuple[threading.Lock, Callable[[], None]]],
-                 take_held: Callable[[], list[trio.Event]],
-                 bits_written: Callable[[list[trio.Event]], Awaitable[None]]) -> None:
+                 enable_writes: EnableWrites[Any]) -> None:
         self.ops = ops
         self.nursery = nursery
         self.mappings = mappings
@@ -109,11 +109,9 @@ class RequestHandler:
         #: Before a caller's writes go to its lane: their lock, and what to
         #: call once made (``ClientMemory.lane_writes``).
         self.lane_writes = lane_writes
-        #: The enable bits a request changed, written by workers, to be
-        #: written before its reply (``ClientMemory.take_held``,
-        #: ``EnableWrites.written``).
-        self.take_held = take_held
-        self.bits_written = bits_written
+        #: The enable bits a request changed, written by workers before its
+        #: reply (``process/_enable_writes.py``).
+        self.enable_writes = enable_writes
         #: Wakes readers and returns the page stores a request's reply waits for.
         self.changed = changed
         self.pages = pages
@@ -529,10 +527,10 @@ class RequestHandler:
         as in the kernel (pages are stored by the storer thread, which then
         sends the reply; see _pagepush), and once the fast path's table says
         what the engine now would. The enable bits the request changed are
-        written first, by workers (``bits_written``: bounded, a page that
+        written first, by workers (``EnableWrites.written``: bounded, a page that
         never faults in leaves them late, as the kernel's faulting enable
         writes are)."""
-        held = self.take_held()
+        held = self.enable_writes.take_held()
         if held:
             self.nursery.start_soon(self._reply_when_written, held, req, reply, value)
             return
@@ -540,7 +538,7 @@ class RequestHandler:
 
     async def _reply_when_written(self, held: list[trio.Event], req: Request, reply: int,
                                   value: int) -> None:
-        await self.bits_written(held)
+        await self.enable_writes.written(held)
         self._reply_now(req, reply, value)
 
     def _reply_now(self, req: Request, reply: int, value: int) -> None:

@@ -97,7 +97,6 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar, cast
 
 import msgspec
-import trio
 
 from ..engine._memory import Tgid
 from ..lib import libc
@@ -825,12 +824,6 @@ class ClientMemory:
             return False
         self.enable_writes.write(image, addr, bit, value)
         return True
-
-    def take_held(self) -> list[trio.Event]:
-        """For the enable bits changed since the last call (by the request
-        being answered, :meth:`write_bit`): the events set once they are
-        written (``EnableWrites.written``)."""
-        return self.enable_writes.take_held()
 
     # -- internals ------------------------------------------------------------------
 
