@@ -1,5 +1,5 @@
 """``python -m tracefs_fuse``: the same as the ``tracefs-fuse`` command."""
 
-from .cli._main import main
+from .cli._main import console
 
-raise SystemExit(main())
+console()

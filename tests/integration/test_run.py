@@ -283,7 +283,9 @@ def test_run_outlives_an_abort_of_its_connection() -> None:
                        check=True)
     dev_r, dev_w = os.pipe()
     go_r, go_w = os.pipe()
-    script = (f"stat -c %d /sys/kernel/tracing >&{dev_w}; read go <&{go_r}; "
+    # tracing_on read first: the daemon serves (the command starts before it does).
+    script = (f"cat /sys/kernel/tracing/tracing_on >/dev/null; "
+              f"stat -c %d /sys/kernel/tracing >&{dev_w}; read go <&{go_r}; "
               "cat /sys/kernel/tracing/tracing_on; echo cat=$?; exit 5")
     proc = subprocess.Popen([*RUN, "bash", "-c", script], pass_fds=(dev_w, go_r),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -8,6 +8,7 @@ May import: ``daemon``, ``host``, ``decode``, ``lib``, ``engine``, ``testing``
 (``show --event`` names events as the fixture does).
 """
 
+from ._main import console as console
 from ._main import main as main
 
-__all__ = ["main"]
+__all__ = ["console", "main"]

@@ -39,7 +39,7 @@ import threading
 import traceback
 
 from ..daemon import _daemon
-from ..daemon import _run as _run_module  # imported before any fork: see module
+from ..daemon import _run_serving  # imported before any fork: see module
 from ..host._host_events import host_highest_event_id
 from ..lib import libc
 from ..testing._forks import Exited, Request, Started, receive, send
@@ -51,9 +51,9 @@ PR_SET_PDEATHSIG = 1
 
 def _preload() -> WarmPages:
     """What every run would otherwise import or read again: once, here."""
-    # Imports: daemon._run, above, brings in what serving needs; a fixture's
-    # runs all record.
-    _run_module.load_recorder()
+    # Imports: daemon._run_serving, above, brings in what serving needs; a
+    # fixture's runs all record.
+    _run_serving.load_recorder()
     # A fixture's command line parsed once: argparse compiles its option
     # patterns into the re module's cache on first use.
     _main.build_parser().parse_known_args(

@@ -102,8 +102,12 @@ def marker_ip() -> int:
 class Daemon:
     """One mount's engine, adapter and process tracking."""
 
-    def __init__(self, config: MountConfig) -> None:
+    def __init__(self, config: MountConfig, device: int | None = None) -> None:
+        """``device``: the ``/dev/fuse`` descriptor of a mount at
+        ``config.mountpoint`` made already (``host/_fuse_mount.py``), served
+        instead of mounting; ours from here on."""
         self.config = config
+        self._device = device
         #: The soft RLIMIT_NOFILE we were started with (our children get it back).
         self.fd_limit = raise_fd_limit()
         self.budget = FdBudget()
@@ -338,7 +342,7 @@ class Daemon:
         """Serve until unmounted, then stop following processes."""
         assert self.handler is not None
         await serve(self.ops, self.handler, self.config.mountpoint, self.mount_options(),
-                    task_status=task_status)
+                    device=self._device, task_status=task_status)
         nursery.cancel_scope.cancel()
 
     async def _stop_on_signal(self) -> None:

@@ -46,6 +46,34 @@ def has_no_effect(word: str) -> bool:
     return word in NO_EFFECT or word.startswith(_NO_EFFECT_PREFIXES)
 
 
+#: include/uapi/linux/mount.h; each word sets or clears one, as libfuse's
+#: ``mount_flags`` table in lib/mount.c does.
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_SYNCHRONOUS = 0x1, 0x2, 0x4, 0x8, 0x10
+MS_DIRSYNC, MS_NOATIME = 0x80, 0x400
+_FLAG_WORDS = {
+    "ro": (MS_RDONLY, True), "rw": (MS_RDONLY, False),
+    "nosuid": (MS_NOSUID, True), "suid": (MS_NOSUID, False),
+    "nodev": (MS_NODEV, True), "dev": (MS_NODEV, False),
+    "noexec": (MS_NOEXEC, True), "exec": (MS_NOEXEC, False),
+    "sync": (MS_SYNCHRONOUS, True), "async": (MS_SYNCHRONOUS, False),
+    "noatime": (MS_NOATIME, True), "atime": (MS_NOATIME, False),
+    "dirsync": (MS_DIRSYNC, True),
+}
+
+
+def kernel_mount(config: MountConfig) -> tuple[int, list[str]]:
+    """The mount(2) flags and the FUSE options ``config`` mounts with when we
+    call mount(2) ourselves (``host/_fuse_mount.py``): what libfuse's
+    ``fuse_kern_mount`` passes for :func:`fuse_options`, nosuid and nodev
+    unless a word says otherwise."""
+    flags = MS_NOSUID | MS_NODEV
+    for word in config.mount_flags:
+        bit, on = _FLAG_WORDS[word]
+        flags = flags | bit if on else flags & ~bit
+    options = ["default_permissions", *(["allow_other"] if config.allow_other else [])]
+    return flags, options
+
+
 def fuse_options(config: MountConfig) -> list[str]:
     """The options libfuse mounts ``config`` with."""
     options = [f"fsname={FSNAME}", f"subtype={SUBTYPE}", "default_permissions",

@@ -316,7 +316,7 @@ async def _check_round_trip(mountpoint: str) -> BridgeStatus:
 
 async def serve(operations: pyfuse3.Operations, handler: BridgeHandler,
                 mountpoint: str, options: Iterable[str], *,
-                max_tasks: int = DEFAULT_MAX_TASKS,
+                max_tasks: int = DEFAULT_MAX_TASKS, device: int | None = None,
                 task_status: trio.TaskStatus[BridgeStatus] = trio.TASK_STATUS_IGNORED,
                 ) -> None:
     """Mount with the bridge, verify it end to end, serve until unmounted.
@@ -325,7 +325,8 @@ async def serve(operations: pyfuse3.Operations, handler: BridgeHandler,
     ``started`` fires once a real ioctl has round-tripped through the bridge,
     with the :class:`BridgeStatus` at that point.  Returns when the
     filesystem is unmounted (``fusermount3 -u``) or :func:`terminate` is
-    called; the mount is always gone by then.
+    called; the mount is always gone by then (its connection, for a
+    ``device`` mounted before).
 
     Args:
         operations: pyfuse3 handlers for everything but read/write/ioctl.
@@ -333,6 +334,12 @@ async def serve(operations: pyfuse3.Operations, handler: BridgeHandler,
         mountpoint: an existing directory.
         options: pyfuse3/libfuse mount options.
         max_tasks: pyfuse3 worker tasks.
+        device: the ``/dev/fuse`` descriptor of a mount made already at
+            ``mountpoint`` (``host/_fuse_mount.py``; ``options`` are then
+            libfuse's own only), ours from here on. Its connection ends
+            with :func:`serve`, but libfuse unmounts only what it mounted:
+            the dead mount stays until its namespace ends (``run``'s: a
+            detached mount would show a command what lies beneath).
 
     Raises:
         BridgeInactiveError: the bridge is not in the request path (pyfuse3
@@ -341,7 +348,8 @@ async def serve(operations: pyfuse3.Operations, handler: BridgeHandler,
     """
     global _session_open
     _bridge.install(_ProbeAnswering(handler))
-    pyfuse3.init(operations, mountpoint, set(options))
+    pyfuse3.init(operations, mountpoint if device is None else f"/dev/fd/{device}",
+                 set(options))
     _session_open = True
     failure: BridgeInactiveError | None = None
     try:
@@ -364,6 +372,6 @@ async def serve(operations: pyfuse3.Operations, handler: BridgeHandler,
                 task_status.started(status)
     finally:
         _session_open = False
-        pyfuse3.close(unmount=True)
+        pyfuse3.close(unmount=True)  # closes the device too: the connection ends
     if failure is not None:
         raise failure

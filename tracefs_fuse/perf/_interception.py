@@ -11,6 +11,8 @@ Rules:
     kernel untouched.
   * The supervisor is stopped from a worker thread: it may be waiting for the
     trio thread to answer a question.
+  * Nothing here needs trio, the daemon or pyfuse3: ``run`` starts CMD
+    before it loads them (``daemon/_run.py``).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import logging
 import os
 import socket
 import sys
-
-import trio
+from typing import TYPE_CHECKING
 
 from ..engine._perf_event_attr import SIDE_BAND
-from ._service import PerfService
 from ._supervisor import Supervisor, spawn
+
+if TYPE_CHECKING:
+    from ._service import PerfService
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +52,9 @@ class Interception:
                  else [os.path.join(os.fsencode(d), program) for d in os.get_exec_path()])
         return spawn(paths, [os.fsencode(arg) for arg in argv], fd_limit, self._child.fileno())
 
-    def start(self, service: PerfService) -> None:
-        """After the child exec'd: answer its filter."""
+    def listener(self) -> int | None:
+        """After the child exec'd: the filter's listener it sent us, or None
+        (then one line says why perf_event_open is the kernel's)."""
         self._child.close()
         try:
             message, fds, _, _ = socket.recv_fds(self._parent, 16, 1, socket.MSG_DONTWAIT)
@@ -62,14 +66,20 @@ class Interception:
             print("tracefs-fuse run: perf_event_open is not emulated (the seccomp filter "
                   f"could not be installed: {os.strerror(code) if code else 'no answer'}); "
                   "perf sees the host kernel's events only", file=sys.stderr)
-            return
-        self._supervisor = Supervisor(fds[0], service.prefix, service.on_open, service.on_ioctl,
-                                      SIDE_BAND, service.on_redirect)
+            return None
+        return fds[0]
+
+    def start(self, listener: int, service: PerfService) -> None:
+        """Answer the filter of :meth:`listener` (the supervisor owns it from here)."""
+        self._supervisor = Supervisor(listener, service.prefix, service.on_open,
+                                      service.on_ioctl, SIDE_BAND, service.on_redirect)
         self._supervisor.start()
 
-    async def stop(self) -> None:
+    def stop(self) -> None:
+        """Stop answering; blocks while the supervisor waits for an answer
+        (call it from a worker thread)."""
         if self._supervisor is not None:
-            await trio.to_thread.run_sync(self._supervisor.stop)
+            self._supervisor.stop()
             self._supervisor = None
 
 
