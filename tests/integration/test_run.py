@@ -8,6 +8,7 @@ import resource
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -302,3 +303,38 @@ def test_run_outlives_an_abort_of_its_connection() -> None:
     assert out.splitlines() == ["cat=1"]
     assert "Transport endpoint is not connected" in err
     assert "the mount ended before the command did" in err
+
+
+def _unloadable(tmp_path: Path, trio_source: str) -> dict[str, str]:
+    """An environment in which run's serving side cannot load: a ``trio`` of
+    ``trio_source`` comes first (nothing of run imports trio before it
+    starts the command)."""
+    (tmp_path / "trio.py").write_text(trio_source)
+    return dict(os.environ, PYTHONPATH=str(tmp_path))
+
+
+def test_a_command_that_ends_before_the_daemon_is_loaded_needs_none(tmp_path: Path) -> None:
+    """The command starts before the daemon is loaded (issue 21). One that ends
+    first gets its status back, its leftovers ended and the summary, with no
+    daemon at all: here the serving side never loads."""
+    env = _unloadable(tmp_path, "import threading\nthreading.Event().wait()\n")
+    pidfile = tmp_path / "leftover"
+    result = subprocess.run(
+        [*RUN[:-1], "--events", "user_events:nothing", "--",
+         "sh", "-c", f"sleep 600 & echo $! > {pidfile}; exit 3"],
+        env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3, result.stderr
+    assert result.stderr == "tracefs-fuse: --events 'user_events:nothing' matched no user event\n"
+    with pytest.raises(ProcessLookupError):  # ended and reaped: run's child until then
+        os.kill(int(pidfile.read_text()), 0)
+
+
+def test_a_serving_side_that_cannot_load_ends_the_command(tmp_path: Path) -> None:
+    """A command waiting on the mount for a daemon that fails to load is ended,
+    and run says why in one line."""
+    env = _unloadable(tmp_path, "raise ImportError('no trio here')\n")
+    result = subprocess.run([*RUN, "sh", "-c", "cat /sys/kernel/tracing/tracing_on; exit 3"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == "tracefs-fuse run: no trio here\n"

@@ -32,9 +32,7 @@ import ctypes
 import functools
 import logging
 import os
-import subprocess
 import sys
-import tempfile
 import typing
 from typing import Callable, NamedTuple
 
@@ -382,6 +380,10 @@ def _serve_background(config: MountConfig, log_path: str) -> int:
     before it can answer (an interpreter that cannot import the package) is
     explained by its last line. Once serving, it writes stderr to its log.
     """
+    # Imported where used, as below: ``run`` needs neither (issue 21: start-up).
+    import subprocess
+    import tempfile
+
     read_fd, write_fd = os.pipe()
     # The daemon outlives us: it must not hold our caller's terminal or pipes
     # (a shell's $(...) would wait for it forever).
@@ -422,6 +424,8 @@ def _serve_foreground(config: MountConfig, ready_fd: int | None) -> int:
     that a failed mount is explained in one line (to the parent through
     ``ready_fd``, and on stderr).
     """
+    import tempfile
+
     _logging.setup(config.log_level, logging.StreamHandler(sys.stderr))
     import trio
 
@@ -495,6 +499,8 @@ def add_umount(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_umount(args: argparse.Namespace) -> int:
+    import subprocess
+
     mountpoint = os.path.realpath(args.mountpoint)
     try:
         _environment.check_is_ours(mountpoint)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +28,8 @@ def notify(*assignments: str) -> bool:
     address = os.environ.get("NOTIFY_SOCKET")
     if not address:
         return False
+    import socket  # only a unit's daemon needs it, never ``run`` (issue 21: start-up)
+
     if address.startswith("@"):
         address = "\0" + address[1:]
     try:
