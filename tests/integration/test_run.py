@@ -51,8 +51,11 @@ def test_run_reports_a_killed_command_like_a_shell() -> None:
 
 
 def test_run_missing_command_is_127() -> None:
-    result = subprocess.run([*RUN, "/nonexistent/command"], capture_output=True, timeout=60)
+    result = subprocess.run([*RUN, "/nonexistent/command"], capture_output=True, text=True,
+                            timeout=60)
     assert result.returncode == 127
+    assert result.stderr == ("tracefs-fuse run: /nonexistent/command: "
+                             "No such file or directory\n")
 
 
 #: What ``run_start_state`` checks, in order (each "ok <check>"; a wrong one fails the client).

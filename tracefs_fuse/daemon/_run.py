@@ -173,7 +173,7 @@ def _start(argv: list[str], forwarder: Forwarder, interrupts: Interrupts) -> Com
         pid = perf.spawn(argv, _soft_fd_limit())
     except OSError as exc:
         print(f"tracefs-fuse run: {argv[0]}: {exc.strerror}", file=sys.stderr)
-        perf.listener()
+        perf.close()
         return 127 if exc.errno == errno.ENOENT else 126
     forwarder.started(pid)
     return Command(pid, perf, perf.listener(), forwarder, interrupts)
@@ -214,7 +214,10 @@ class _Loading:
                                         daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        if f"{__package__}._run_serving" in sys.modules:
+            self._load()  # a run server's fork: loaded already, a thread would only cost
+        else:
+            self._thread.start()
 
     def _load(self) -> None:
         self.tid = threading.get_native_id()
@@ -235,7 +238,8 @@ class _Loading:
         Raises:
             Exception: what loading it raised.
         """
-        self._thread.join()
+        if self._thread.ident is not None:
+            self._thread.join()
         os.close(self.fd)
         if self._error is not None:
             raise self._error

@@ -52,6 +52,11 @@ class Interception:
                  else [os.path.join(os.fsencode(d), program) for d in os.get_exec_path()])
         return spawn(paths, [os.fsencode(arg) for arg in argv], fd_limit, self._child.fileno())
 
+    def close(self) -> None:
+        """No command was started: nothing to answer."""
+        self._child.close()
+        self._parent.close()
+
     def listener(self) -> int | None:
         """After the child exec'd: the filter's listener it sent us, or None
         (then one line says why perf_event_open is the kernel's)."""
