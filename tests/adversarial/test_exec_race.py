@@ -112,7 +112,10 @@ def test_no_write_lands_in_an_image_exec_d_right_after_fork(
             toggler.join()
         assert f"rounds={ROUNDS} written=0 failed=0\n" in out, out
         assert client.returncode == 0
-        # The race was run: the event changed state all along.
-        assert toggles[0] > ROUNDS // 10
+        # The race was run: the event changed state all along. Each toggle
+        # waits for its bits' worker (issue 19 item 3), and two hogs share the
+        # 2 CPUs: under a CI run beside it, 175 toggles were seen over the
+        # rounds; a toggler that failed early stops at a handful.
+        assert toggles[0] > ROUNDS // 100
     finally:
         stop_mount(mount)
