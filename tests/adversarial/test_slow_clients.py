@@ -283,7 +283,7 @@ def test_a_perf_ring_whose_reader_page_stalls_stalls_only_its_writer(
         attacker = spawn_as(None, sys.executable, "-m", "tracefs_fuse", "run", "--",
                             c_client("adv_perf_tail"), "/sys/kernel/tracing", page)
         try:
-            before = expect_line_starting(attacker, "armed ")
+            before = expect_line(attacker, "armed ", prefix=True)
             pid = int(before[-1].split()[1])
             wait_in_request(pid)
             # The same mount, through the attacker's namespace.
@@ -312,17 +312,3 @@ def test_a_perf_ring_whose_reader_page_stalls_stalls_only_its_writer(
     fuzz_report("perf-tail-stall", longest_bystander_ms=round(max(waits) * 1000, 1),
                 writes=int(writes), longest_write_ms=float(longest_write_ms))
 
-
-def expect_line_starting(proc: subprocess.Popen[str], prefix: str) -> list[str]:
-    """Read ``proc``'s output up to a line that starts with ``prefix``; all lines read.
-
-    Raises:
-        AssertionError: the output ended first (the process died).
-    """
-    assert proc.stdout is not None
-    seen = []
-    for line in proc.stdout:
-        seen.append(line.rstrip("\n"))
-        if seen[-1].startswith(prefix):
-            return seen
-    raise AssertionError(f"no {prefix!r} line; got {seen}, stderr {proc.stderr and proc.stderr.read()}")

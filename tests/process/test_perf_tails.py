@@ -4,9 +4,11 @@ read given up leaves the tail unknown, at once, until it ends."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import threading
+from collections.abc import AsyncIterator
 
 import pytest
 import trio
@@ -71,6 +73,17 @@ def full_ring(tails: PerfTails) -> PerfEvent:
     return perf
 
 
+@contextlib.asynccontextmanager
+async def serving(start: int | None) -> AsyncIterator[tuple[FakeMemory, PerfTails, PerfEvent]]:
+    """PerfTails serving, the reader's ring mapped at ``start`` (None:
+    unknown), full (:func:`full_ring`)."""
+    memory = FakeMemory()
+    tails = PerfTails(memory, lambda perf: start)  # type: ignore[arg-type]
+    async with trio.open_nursery() as nursery:
+        tails.start(nursery, Lanes(), lambda: None)
+        yield memory, tails, full_ring(tails)
+
+
 def head(perf: PerfEvent) -> int:
     assert perf.ring is not None
     return perf.ring.head
@@ -84,11 +97,7 @@ def page(monkeypatch: pytest.MonkeyPatch) -> FakePage:
 
 
 async def test_records_wait_for_one_read_then_are_placed(page: FakePage) -> None:
-    memory = FakeMemory()
-    tails = PerfTails(memory, lambda perf: START)  # type: ignore[arg-type]
-    async with trio.open_nursery() as nursery:
-        tails.start(nursery, Lanes(), lambda: None)
-        perf = full_ring(tails)
+    async with serving(START) as (memory, tails, perf):
         page.go.clear()
         perf.record(ENTRY, WRITER)  # needs the tail
         perf.record(ENTRY, WRITER)  # waits behind it, for the same read
@@ -104,11 +113,7 @@ async def test_records_wait_for_one_read_then_are_placed(page: FakePage) -> None
 async def test_a_read_given_up_leaves_the_tail_unknown_until_it_ends(
         page: FakePage, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_perf_tails, "TAIL_WAIT_S", 0.05)
-    memory = FakeMemory()
-    tails = PerfTails(memory, lambda perf: START)  # type: ignore[arg-type]
-    async with trio.open_nursery() as nursery:
-        tails.start(nursery, Lanes(), lambda: None)
-        perf = full_ring(tails)
+    async with serving(START) as (memory, tails, perf):
         page.go.clear()
         perf.record(ENTRY, WRITER)
         (held,) = tails.take_held()
@@ -129,10 +134,6 @@ async def test_a_read_given_up_leaves_the_tail_unknown_until_it_ends(
 
 
 async def test_unknown_at_once_without_an_image_or_a_mapping(page: FakePage) -> None:
-    memory = FakeMemory()
-    tails = PerfTails(memory, lambda perf: None)  # type: ignore[arg-type]
-    async with trio.open_nursery() as nursery:
-        tails.start(nursery, Lanes(), lambda: None)
-        perf = full_ring(tails)
+    async with serving(None) as (memory, tails, perf):
         perf.record(ENTRY, WRITER)  # no writable mapping known: overwrites
     assert (head(perf), page.reads, tails.take_held(), memory.open) == (4096, [], [], 0)
