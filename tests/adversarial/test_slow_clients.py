@@ -286,6 +286,9 @@ def test_a_perf_ring_whose_reader_page_stalls_stalls_only_its_writer(
             before = expect_line(attacker, "armed ", prefix=True)
             pid = int(before[-1].split()[1])
             wait_in_request(pid)
+            # The bystanders start while the page's read waits (the watchdog
+            # ends it 1 s after it began).
+            read_waits(connection(page.parent))
             # The same mount, through the attacker's namespace.
             tracing_on = f"/proc/{pid}/root/sys/kernel/tracing/tracing_on"
             waits = []
@@ -297,8 +300,6 @@ def test_a_perf_ring_whose_reader_page_stalls_stalls_only_its_writer(
                 assert out == "1\n"
             assert len(waits) == READS
             assert max(waits) < PERF_BYSTANDER_BOUND_S, waits
-            # All of them while the page still stalled: its read still waits.
-            assert waiting(connection(page.parent)) == 1
             out, err = attacker.communicate("\n", timeout=STEP_BOUND_S * 2)
         finally:
             if attacker.poll() is None:
@@ -312,3 +313,16 @@ def test_a_perf_ring_whose_reader_page_stalls_stalls_only_its_writer(
     fuzz_report("perf-tail-stall", longest_bystander_ms=round(max(waits) * 1000, 1),
                 writes=int(writes), longest_write_ms=float(longest_write_ms))
 
+
+def read_waits(conn: int) -> None:
+    """Until a request of FUSE connection ``conn`` waits for its answer.
+
+    There is no event to wait for: fusectl is polled, briefly and bounded.
+
+    Raises:
+        AssertionError: not within :data:`STEP_BOUND_S`.
+    """
+    deadline = time.monotonic() + STEP_BOUND_S
+    while waiting(conn) != 1:
+        assert time.monotonic() < deadline, f"no request of connection {conn} waits"
+        time.sleep(0.002)
