@@ -175,8 +175,9 @@ def spawn_as(user: User | None, *argv: object) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True)
 
 
-def expect_line(proc: subprocess.Popen[str], wanted: str) -> list[str]:
-    """Read ``proc``'s output up to the line ``wanted``; all lines read.
+def expect_line(proc: subprocess.Popen[str], wanted: str, *, prefix: bool = False) -> list[str]:
+    """Read ``proc``'s output up to the line ``wanted`` (with ``prefix``: a
+    line that starts with it); all lines read.
 
     Raises:
         AssertionError: the output ended first (the process died).
@@ -185,7 +186,7 @@ def expect_line(proc: subprocess.Popen[str], wanted: str) -> list[str]:
     seen = []
     for line in proc.stdout:
         seen.append(line.rstrip("\n"))
-        if seen[-1] == wanted:
+        if seen[-1] == wanted or prefix and seen[-1].startswith(wanted):
             return seen
     raise AssertionError(f"no {wanted!r} line; got {seen}, stderr {proc.stderr and proc.stderr.read()}")
 

@@ -21,6 +21,16 @@ def connection(mountpoint: Path) -> int:
 
 
 def abort(conn: int) -> None:
+    _fusectl()
+    (FUSECTL / str(conn) / "abort").write_text("1")
+
+
+def waiting(conn: int) -> int:
+    """How many of the connection's requests wait for their answer now."""
+    _fusectl()
+    return int((FUSECTL / str(conn) / "waiting").read_text())
+
+
+def _fusectl() -> None:
     if not FUSECTL.is_mount():
         subprocess.run(["mount", "-t", "fusectl", "none", str(FUSECTL)], check=False)
-    (FUSECTL / str(conn) / "abort").write_text("1")

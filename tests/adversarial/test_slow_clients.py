@@ -30,8 +30,10 @@ pending) and fails.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -42,7 +44,7 @@ import pytest
 
 from ..integration.conftest import Mount, stop_mount
 from .conftest import assert_serves, expect_line, fuzz_report, spawn_as, wait_in_request
-from .fault_abort import abort, connection
+from .fault_abort import abort, connection, waiting
 
 pytestmark = [pytest.mark.uses_fuse, pytest.mark.slow]
 
@@ -166,12 +168,13 @@ def test_a_split_write_whose_rest_never_faults_in_stalls_only_writers(
 STALLED = 8
 
 
-@pytest.fixture
-def stalling_pages(scratch: Path, c_client: Callable[[str], Path]) -> Iterator[list[Path]]:
-    """:data:`STALLED` FUSE filesystems whose reads never end, a page of each."""
+@contextlib.contextmanager
+def stall_servers(scratch: Path, c_client: Callable[[str], Path],
+                  count: int) -> Iterator[list[Path]]:
+    """``count`` FUSE filesystems whose reads never end, a page of each."""
     servers = []
     try:
-        for _ in range(STALLED):
+        for _ in range(count):
             where = Path(tempfile.mkdtemp(dir=scratch))
             server = subprocess.Popen([str(c_client("stall_fs")), str(where)],
                                       stdout=subprocess.PIPE, text=True)
@@ -187,6 +190,13 @@ def stalling_pages(scratch: Path, c_client: Callable[[str], Path]) -> Iterator[l
                 server.communicate(timeout=STEP_BOUND_S)
             # libfuse leaves an aborted connection's mount in place.
             subprocess.run(["fusermount3", "-u", "-z", str(where)], check=True)
+
+
+@pytest.fixture
+def stalling_pages(scratch: Path, c_client: Callable[[str], Path]) -> Iterator[list[Path]]:
+    """:data:`STALLED` FUSE filesystems whose reads never end, a page of each."""
+    with stall_servers(scratch, c_client, STALLED) as pages:
+        yield pages
 
 
 def test_registrations_whose_names_stall_stall_only_themselves(
@@ -252,3 +262,67 @@ def test_enable_words_that_stall_stall_only_their_writers(
                 longest_bystander_ms=round(longest * 1000, 1))
     assert_serves(mount)
     stop_mount(mount)
+
+
+#: A bystander that waits longer waited for the perf reader's stalled page
+#: (before: the first waited out most of the watchdog's 1 s abort).
+PERF_BYSTANDER_BOUND_S = 0.5
+#: adv_perf_tail's checks: 8 before the attack, 3 after.
+PERF_TAIL_CHECKS = 11
+
+
+def test_a_perf_ring_whose_reader_page_stalls_stalls_only_its_writer(
+        scratch: Path, c_client: Callable[[str], Path]) -> None:
+    """A perf reader under ``run`` fills its writable ring, maps a page of a
+    FUSE filesystem that never answers over the ring's first page (where
+    it writes ``data_tail``) and writes its event on: each write needs the
+    tail. The reads of it wait in the reader's lane (until the watchdog
+    aborts that filesystem, 1 s); bystanders' ``cat tracing_on`` meanwhile
+    wait for none of it, and the writer waits, bounded."""
+    with stall_servers(scratch, c_client, 1) as (page,):
+        attacker = spawn_as(None, sys.executable, "-m", "tracefs_fuse", "run", "--",
+                            c_client("adv_perf_tail"), "/sys/kernel/tracing", page)
+        try:
+            before = expect_line(attacker, "armed ", prefix=True)
+            pid = int(before[-1].split()[1])
+            wait_in_request(pid)
+            # The bystanders start while the page's read waits (the watchdog
+            # ends it 1 s after it began).
+            read_waits(connection(page.parent))
+            # The same mount, through the attacker's namespace.
+            tracing_on = f"/proc/{pid}/root/sys/kernel/tracing/tracing_on"
+            waits = []
+            for _ in range(READS):
+                start = time.monotonic()
+                out = subprocess.run(["cat", tracing_on], capture_output=True, text=True,
+                                     timeout=STEP_BOUND_S, check=True).stdout
+                waits.append(time.monotonic() - start)
+                assert out == "1\n"
+            assert len(waits) == READS
+            assert max(waits) < PERF_BYSTANDER_BOUND_S, waits
+            out, err = attacker.communicate("\n", timeout=STEP_BOUND_S * 2)
+        finally:
+            if attacker.poll() is None:
+                end(attacker)
+    assert attacker.returncode == 0, out + err
+    lines = before + out.splitlines()
+    assert lines[-1] == f"checks {PERF_TAIL_CHECKS}", out + err
+    assert sum(line.startswith("ok ") for line in lines) == PERF_TAIL_CHECKS
+    writes, longest_write_ms = lines[-2].split()[1::2]
+    assert float(longest_write_ms) < STEP_BOUND_S * 1000
+    fuzz_report("perf-tail-stall", longest_bystander_ms=round(max(waits) * 1000, 1),
+                writes=int(writes), longest_write_ms=float(longest_write_ms))
+
+
+def read_waits(conn: int) -> None:
+    """Until a request of FUSE connection ``conn`` waits for its answer.
+
+    There is no event to wait for: fusectl is polled, briefly and bounded.
+
+    Raises:
+        AssertionError: not within :data:`STEP_BOUND_S`.
+    """
+    deadline = time.monotonic() + STEP_BOUND_S
+    while waiting(conn) != 1:
+        assert time.monotonic() < deadline, f"no request of connection {conn} waits"
+        time.sleep(0.002)

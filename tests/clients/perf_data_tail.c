@@ -53,30 +53,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s TRACEFS\n", argv[0]);
 		return 2;
 	}
-	char path[512];
-	snprintf(path, sizeof(path), "%s/user_events_data", argv[1]);
-	data_fd = open(path, O_RDWR);
-	CHECK("open user_events_data", data_fd >= 0);
 	int enabled = 0;
-	memset(&reg, 0, sizeof(reg));
-	reg.size = sizeof(reg);
-	reg.name_args = (uint64_t)(uintptr_t)(EVENT " u32 a");
-	reg.enable_addr = (uint64_t)(uintptr_t)&enabled;
-	reg.enable_size = sizeof(enabled);
-	CHECK("register", ioctl(data_fd, DIAG_IOCSREG, &reg) == 0);
-	snprintf(path, sizeof(path), "%s/events/user_events/%s/id", argv[1], EVENT);
-	long event_id = read_number(path);
-
-	struct perf_event_attr pe;
-	memset(&pe, 0, sizeof(pe));
-	pe.type = PERF_TYPE_TRACEPOINT;
-	pe.size = sizeof(pe);
-	pe.config = (uint64_t)event_id;
-	pe.sample_type = PERF_SAMPLE_RAW;
-	pe.sample_period = 1;
-	pe.read_format = PERF_FORMAT_ID | PERF_FORMAT_LOST;
-	int fd = (int)syscall(SYS_perf_event_open, &pe, 0, -1, -1, 0);
-	CHECK("perf_event_open", event_id > 0 && fd >= 0);
+	int fd = open_raw_event(argv[1], EVENT, &data_fd, &reg, &enabled);
 	uint64_t perf_id = 0;
 	CHECK("PERF_EVENT_IOC_ID", ioctl(fd, PERF_EVENT_IOC_ID, &perf_id) == 0 && perf_id);
 	long page = sysconf(_SC_PAGESIZE);

@@ -23,7 +23,6 @@ import functools
 import logging
 import os
 import signal
-import struct
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -32,7 +31,6 @@ import trio
 
 from ..engine._events import first_dynamic_id
 from ..engine._memory import Tgid
-from ..engine._perf_buffer import DATA_TAIL
 from ..engine._perf_events import PerfEvent
 from ..engine._task import Task
 from ..engine._tracefs import Tracefs
@@ -54,6 +52,7 @@ from ..host._mountinfo import mount_device
 from ..process._budget import FdBudget, raise_fd_limit
 from ..process._lanes import Lanes
 from ..process._memory import CallerWrite, ClientMemory, watch_accesses
+from ..process._perf_tails import PerfTails
 from ..process._tasks import TaskFacts, TaskTable
 from ..process._tracking import ProcessTracker
 from ._config import MountConfig
@@ -68,8 +67,6 @@ watch_accesses(access_begin, access_end)
 
 #: Writer tasks kept for reuse (a Task per thread while its CPU and comm hold).
 _WRITER_CACHE = 4096
-#: A perf ring's data_tail: __u64 (include/uapi/linux/perf_event.h).
-_U64 = struct.Struct("=Q")
 
 
 def possible_cpus() -> int:
@@ -131,7 +128,9 @@ class Daemon:
                                        self.budget)
         # A perf ring is known once its mapping is (engine/_perf_events.py).
         self.engine.perf.find_mapping = self.mappings.refresh
-        self.engine.perf.read_tail = self._perf_data_tail
+        #: Writable rings' data_tail, read in their readers' lanes.
+        self.perf_tails = PerfTails(self.memory, self._ring_start)
+        self.engine.perf.read_tail = self.perf_tails.read_tail
         self._generation = self.engine.generation
         self._writers: dict[int, tuple[TaskFacts, Task]] = {}
         self.pages = PagePusher()
@@ -161,17 +160,10 @@ class Daemon:
         finally:
             self.tracker.leave(task.tgid)
 
-    def _perf_data_tail(self, perf: PerfEvent) -> int | None:
-        """The ``data_tail`` its reader wrote into a writable perf ring's
-        first page: read in the mapping process (pinned once it registered
-        events, or the caller), None when it cannot be. Reading that page
-        never waits on us: a fault on a page of ours is ended by the watchdog
-        (process/_memory.py)."""
-        start = self.mappings.writable_start(perf.owner_tgid, perf.path)
-        if start is None:
-            return None
-        tail = self.memory.read(perf.owner_tgid, start + DATA_TAIL, _U64.size)
-        return _U64.unpack(tail)[0] if len(tail) == _U64.size else None
+    def _ring_start(self, perf: PerfEvent) -> int | None:
+        """Where a perf ring's reader maps it writable: its first page, where
+        it writes ``data_tail`` (``_perf_tails``)."""
+        return self.mappings.writable_start(perf.owner_tgid, perf.path)
 
     def control_task(self, tid: int) -> Task:
         """An open or a control-file write: where it ran, and its capabilities.
@@ -207,6 +199,10 @@ class Daemon:
         Returns:
             The event a caller must wait for (its pages stored), or None.
         """
+        # Perf records that wait for their ring's tail outside a request are
+        # placed when it comes; no reply waits for them (a request's own are
+        # taken with its reply).
+        self.perf_tails.take_held()
         stores = self.take_changes()
         return self.pages.push(stores) if stores else None
 
@@ -260,12 +256,13 @@ class Daemon:
         if self.handler is None:
             return self.publish()
         self.handler.publish_fast_path()
+        tails = self.perf_tails.take_held()
         stored = self.publish()
         held = self.memory.enable_writes.take_held()
-        if not held:
+        if not held and not tails:
             return stored
         visible = trio.Event()
-        self.handler.nursery.start_soon(self._when_visible, stored, held, visible)
+        self.handler.nursery.start_soon(self._when_visible, stored, held, tails, visible)
         return visible
 
     async def _bits_written(self) -> None:
@@ -273,10 +270,13 @@ class Daemon:
         await bits.written(bits.take_held())
 
     async def _when_visible(self, stored: trio.Event | None, held: list[trio.Event],
-                            visible: trio.Event) -> None:
-        """Set ``visible`` once the pages are stored and the enable bits are
-        written (those bounded, ``EnableWrites.written``)."""
+                            tails: list[trio.Event], visible: trio.Event) -> None:
+        """Set ``visible`` once the pages are stored, the enable bits are
+        written (those bounded, ``EnableWrites.written``) and the perf records
+        that waited for their ring's tail are placed (``PerfTails``)."""
         await self.memory.enable_writes.written(held)
+        for placed in tails:
+            await placed.wait()
         if stored is not None:
             await stored.wait()
         visible.set()
@@ -294,12 +294,13 @@ class Daemon:
                     control_task=self.control_task, caller=self.caller,
                     changed=self.take_changes, pages=self.pages, native=self.native,
                     lane_writes=self.memory.lane_writes,
-                    enable_writes=self.memory.enable_writes)
+                    enable_writes=self.memory.enable_writes, perf_tails=self.perf_tails)
                 enable_writes = self.memory.enable_writes
                 enable_writes.in_lane = functools.partial(self._in_lane, nursery,
                                                           self.handler.lanes)
                 enable_writes.call_soon = functools.partial(
                     _call_soon, trio.lowlevel.current_trio_token())
+                self.perf_tails.start(nursery, self.handler.lanes, self.publish)
                 self.native.start(self.publish)
                 log.info("%s", self.tracker.describe())
                 nursery.start_soon(self.pages.run)

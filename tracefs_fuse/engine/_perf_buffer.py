@@ -14,7 +14,10 @@ Rules:
   * The tail only moves forward, so the last one read is a lower bound: the
     reader's page is read again only when a record does not fit behind it.
     A tail that cannot be read (None) lets the record overwrite, as a
-    read-only mapping's ring does.
+    read-only mapping's ring does. A tail that comes later (the reader's
+    page is read off the engine's thread) raises :class:`TailAwaited` from
+    ``read_tail``, before anything changed: the caller places the record
+    once it has the tail (``_perf_events``).
   * ``data_head`` is stored after the record's bytes, so a reader that sees
     the head sees the record.
   * A wakeup (what makes ``poll()`` say POLLIN) comes every ``wakeup_events``
@@ -70,6 +73,12 @@ _U64 = struct.Struct("=Q")
 U64_MASK = (1 << 64) - 1
 
 
+class TailAwaited(Exception):
+    """The reader's ``data_tail`` is being read and comes later: the record
+    that asked for it was not placed, nothing changed (the adapter reads a
+    client's page off the engine's thread: issue 19, item 3)."""
+
+
 def check_mapping(nr_pages: int, shared: bool, pgoff: int) -> int:
     """``perf_mmap``'s checks; the number of data pages."""
     if not shared or pgoff != 0:
@@ -122,7 +131,8 @@ class PerfBuffer:
         """Write ``record``, after a LOST record if some are owed.
 
         ``read_tail``: the reader's ``data_tail`` now (a writable ring's
-        reader page; None when it cannot be read).
+        reader page; None when it cannot be read); it may raise
+        :class:`TailAwaited`, which leaves the ring as it was.
         Returns the file's changed ranges (data first, then ``data_head``) and
         whether a wakeup is due.
         """

@@ -8,6 +8,13 @@ Rules:
   * A write of the event reaches every perf event recording it through the same
     ``record`` path as a trace array (``event.files``), synchronously: the sample
     is in the ring before the write returns (``user_event_perf``).
+  * A record that does not fit a writable ring behind the tail last read
+    needs the reader's ``data_tail`` now, which the adapter reads off the
+    engine's thread (the reader's page may be one that never faults in):
+    ``read_tail`` raises ``TailAwaited``, and the record, and every later
+    one for that ring, waits in order (``waiting``) until ``tail_read``
+    places them as a read at once would have. The adapter answers the
+    write once they are placed.
   * A per-task event records the writes of its task (by tid; with ``inherit``,
     of the threads and processes it creates while the event exists:
     ``_perf_inherit``); a CPU-wide one, of its CPU. ``SET_OUTPUT`` sends an
@@ -44,13 +51,14 @@ from __future__ import annotations
 import errno
 import struct
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 from ._clock import TraceClocks
 from ._errors import TracefsError
 from ._events import Probe, TraceEvent
 from ._memory import Tgid
 from ._perf_backward import BackwardBuffer
-from ._perf_buffer import PAGE_SIZE, PerfBuffer, check_mapping
+from ._perf_buffer import PAGE_SIZE, PerfBuffer, TailAwaited, check_mapping
 from ._perf_event_attr import SIDE_BAND, Flag, Kind, PerfEventAttr
 from ._perf_inherit import Family, Inheritance
 from ._perf_output import Counts, EventIds, SampleFacts, lost_record, read, sample_record
@@ -133,6 +141,9 @@ class PerfEvent:
         self.count = 0
         self.lost = 0
         self.ring: PerfBuffer | None = None
+        #: Records for the ring waiting, in order, for the reader's ``data_tail``
+        #: (``TailAwaited``; :meth:`tail_read`).
+        self.waiting: list[_Waiting] = []
         self.output: PerfEvent | None = None
         self.wakeup = False
         #: ``record()`` finds its sink as ``event_file.trace_array``.
@@ -215,8 +226,30 @@ class PerfEvent:
         def lost(n: int) -> bytes:
             return lost_record(source.attr, lost_ids, n, facts)
 
+        waiting = _Waiting(ring, record, lost, source)
+        try:
+            if self.waiting:
+                # Behind records waiting for the tail: their place decides this one's.
+                self.tail_read(self.owner.read_tail(self))
+            self._place(waiting, lambda: self.owner.read_tail(self))
+        except TailAwaited:
+            self.waiting.append(waiting)
+
+    def tail_read(self, tail: int | None) -> None:
+        """The reader's ``data_tail`` the adapter said would come
+        (``TailAwaited``): the records that waited for it are placed (or
+        lost) as they would have been had it been read at once; None:
+        unreadable, they overwrite. Those of a ring unmapped meanwhile go
+        nowhere."""
+        waiting, self.waiting = self.waiting, []
+        for record in waiting:
+            if record.ring is self.ring:
+                self._place(record, lambda: tail)
+
+    def _place(self, waiting: _Waiting, read_tail: Callable[[], int | None]) -> None:
+        ring, source = waiting.ring, waiting.source
         before = ring.dropped
-        changes, wakeup = ring.output(record, lambda: self.owner.read_tail(self), lost)
+        changes, wakeup = ring.output(waiting.record, read_tail, waiting.lost)
         source.lost += ring.dropped - before
         for offset, data in changes:
             self.owner.publish(self.path, offset, data)
@@ -331,6 +364,15 @@ class PerfEvent:
             output.foreign_side_band |= self.attr.flags & SIDE_BAND
 
 
+class _Waiting(NamedTuple):
+    """A record for ``ring`` that waits for the reader's ``data_tail``."""
+
+    ring: PerfBuffer
+    record: bytes
+    lost: Callable[[int], bytes]
+    source: PerfEvent
+
+
 def _tid(task: Task | None) -> int | None:
     return None if task is None else task.pid
 
@@ -376,7 +418,9 @@ class PerfEvents:
         publish: stores ``(path, offset, bytes)`` into clients' mappings.
         find_mapping: the adapter looks for ``tgid``'s mapping of ``path``
             and reports it (``mapped``) before returning.
-        read_tail: the reader's ``data_tail`` of a writable ring (None: unknown).
+        read_tail: the reader's ``data_tail`` of a writable ring (None:
+            unknown); raises ``TailAwaited`` when it comes later, through
+            the event's ``tail_read``.
         image_of: a process's current image, as bytes that differ after an
             exec (None: unknown).
     """

@@ -60,6 +60,7 @@ from ..process._memory import (
     read_in_lane,
     write_in_lane,
 )
+from ..process._perf_tails import PerfTails
 from ._errno import errno_of, request_name
 from ._fast_path import NativeWrites
 from ._inodes import Path
@@ -92,7 +93,7 @@ class RequestHandler:
                  native: NativeWrites,
                  lane_writes: Callable[[Tgid, list[CallerWrite]],
                                        tuple[threading.Lock, Callable[[], None]]],
-                 enable_writes: EnableWrites[Any]) -> None:
+                 enable_writes: EnableWrites[Any], perf_tails: PerfTails) -> None:
         self.ops = ops
         self.nursery = nursery
         self.mappings = mappings
@@ -112,6 +113,9 @@ class RequestHandler:
         #: The enable bits a request changed, written by workers before its
         #: reply (``process/_enable_writes.py``).
         self.enable_writes = enable_writes
+        #: The perf rings' tails a request's records wait for, read by
+        #: workers before its reply (``process/_perf_tails.py``).
+        self.perf_tails = perf_tails
         #: Wakes readers and returns the page stores a request's reply waits for.
         self.changed = changed
         self.pages = pages
@@ -529,16 +533,20 @@ class RequestHandler:
         what the engine now would. The enable bits the request changed are
         written first, by workers (``EnableWrites.written``: bounded, a page that
         never faults in leaves them late, as the kernel's faulting enable
-        writes are)."""
+        writes are), and the perf records it left waiting for their ring's
+        ``data_tail`` are placed (``PerfTails``: bounded likewise)."""
         held = self.enable_writes.take_held()
-        if held:
-            self.nursery.start_soon(self._reply_when_written, held, req, reply, value)
+        tails = self.perf_tails.take_held()
+        if held or tails:
+            self.nursery.start_soon(self._reply_when_written, held, tails, req, reply, value)
             return
         self._reply_now(req, reply, value)
 
-    async def _reply_when_written(self, held: list[trio.Event], req: Request, reply: int,
-                                  value: int) -> None:
+    async def _reply_when_written(self, held: list[trio.Event], tails: list[trio.Event],
+                                  req: Request, reply: int, value: int) -> None:
         await self.enable_writes.written(held)
+        for placed in tails:
+            await placed.wait()
         self._reply_now(req, reply, value)
 
     def _reply_now(self, req: Request, reply: int, value: int) -> None:

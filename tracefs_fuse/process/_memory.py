@@ -100,7 +100,7 @@ import msgspec
 
 from ..engine._memory import Tgid
 from ..lib import libc
-from ._budget import FdBudget
+from ._budget import BudgetExhausted, FdBudget
 from ._enable_writes import EnableWrites
 from ._stat import field, split_stat
 
@@ -779,6 +779,26 @@ class ClientMemory:
             out += got
         return out
 
+    def image_copy(self, tgid: Tgid, owner: int) -> int | None:
+        """A duplicate of ``tgid``'s pinned ``mem`` descriptor, held against
+        ``owner``'s budget until :meth:`drop_copy`, for a read on another
+        thread (:func:`read_through`): the image may be unpinned meanwhile,
+        and its own number then name another file. None when it is not
+        pinned or the budget is spent."""
+        image = self._images.get(tgid)
+        if image is None:
+            return None
+        try:
+            self._budget.take(owner, 1)
+        except BudgetExhausted:
+            return None
+        return os.dup(image.memfd)
+
+    def drop_copy(self, fd: int, owner: int) -> None:
+        """Close an :meth:`image_copy`, once its read is done."""
+        os.close(fd)
+        self._budget.give(owner, 1)
+
     def write(self, tgid: Tgid, addr: int, data: bytes) -> int:
         """Write ``data`` at ``addr`` in ``tgid``; bytes written before a fault.
 
@@ -920,6 +940,13 @@ def write_in_lane(tid: int, writes: list[CallerWrite]) -> BitWrite | None:
         if _lane_transfer(_process_vm_writev, tid, bytes((new,)), byte) != 1:
             return write
     return None
+
+
+def read_through(pid: int, fd: int, addr: int, size: int) -> bytes:
+    """Read ``size`` bytes at ``addr`` within one page through a pinned
+    image's ``mem`` descriptor (:meth:`ClientMemory.image_copy`) of process
+    ``pid``, on a worker thread, bracketed for the watchdog; short at a fault."""
+    return _pread(pid, fd, size, addr)
 
 
 def read_in_lane(tid: int, addr: int, size: int) -> bytes:
