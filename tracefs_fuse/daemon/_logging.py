@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import traceback
 from typing import TextIO
 
@@ -81,6 +80,8 @@ def bug_line(exc: BaseException) -> str:
     """Write ``exc``'s traceback to a file; the one line that says where."""
     leaf = next(leaf for leaf in _leaves(exc) if not isinstance(leaf, FAILURES))
     what = f"a bug in tracefs-fuse: {type(leaf).__name__}: {one_line(leaf)}"
+    import tempfile  # a bug's path only
+
     try:
         fd, path = tempfile.mkstemp(prefix=f"tracefs-fuse-{os.getpid()}-", suffix=".traceback")
         with os.fdopen(fd, "w") as f:

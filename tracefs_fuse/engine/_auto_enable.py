@@ -26,12 +26,15 @@ Kernel: none; the matching is kernel/trace/trace_events.c's
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from ._events import TraceEvent
 from ._field import KERNEL_SPACE
-from ._trace_array import TraceArray
+
+if TYPE_CHECKING:  # the command line checks patterns without loading the engine proper
+    from ._events import TraceEvent
+    from ._trace_array import TraceArray
 
 #: EVENT_BUF_SIZE: set_event's longest word.
 _EVENT_BUF_SIZE = 127

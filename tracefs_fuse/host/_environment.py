@@ -34,7 +34,6 @@ from __future__ import annotations
 import errno
 import os
 import shlex
-import shutil
 import stat
 
 from . import _mountinfo
@@ -149,6 +148,8 @@ def check_is_ours(path: str) -> None:
 
 def check_user_mount(path: str) -> None:
     """What ``fusermount3`` needs to mount for an ordinary user at ``path``."""
+    import shutil  # ``mount`` without sudo only, never ``run``
+
     fusermount = shutil.which("fusermount3")
     if fusermount is None:
         raise EnvironmentProblem(

@@ -41,7 +41,6 @@ import ctypes
 import errno
 import logging
 import os
-import tempfile
 
 from ..lib import check, libc, syscall
 from . import _environment, _mountinfo
@@ -212,6 +211,8 @@ def list_tracefs() -> bool:
                   if line.split()[2:3] == ["tracefs"]
                   or line.split()[1:3] == [TRACING, "fuse.tracefs"]), len(lines))
     lines.insert(first, TRACEFS_LINE)
+    import tempfile  # where the copy is needed only: 4 ms of run's start-up
+
     fd, copy = tempfile.mkstemp(prefix="tracefs-fuse-mounts-")
     try:
         with os.fdopen(fd, "w") as f:
@@ -277,6 +278,8 @@ def writable_ftrace_enabled() -> str | None:
             raise
     with open(FTRACE_ENABLED) as f:
         value = f.read()
+    import tempfile  # where the stand-in is needed only: 4 ms of run's start-up
+
     fd, standin = tempfile.mkstemp(prefix="tracefs-fuse-ftrace_enabled-")
     with os.fdopen(fd, "w") as f:
         f.write(value)
