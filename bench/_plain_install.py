@@ -65,9 +65,15 @@ def plain_install() -> Iterator[Path]:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 if not target.exists():
                     target.symlink_to(source)
+        # Built from a copy: a build in the checkout leaves build/ and an egg-info
+        # there, which pytest then takes for the installed distribution.
+        source = top / "source"
+        shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis",
+            "results", "*.so"))
         wheels = top / "wheels"
         subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                        "--no-build-isolation", "-w", str(wheels), str(ROOT)], check=True,
+                        "--no-build-isolation", "-w", str(wheels), str(source)], check=True,
                        capture_output=True)
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
                         "--no-index", "--target", str(site), *map(str, wheels.glob("*.whl"))],

@@ -12,7 +12,7 @@ Owns: the kernel's rules (one concept a file, named as the kernel names it).
 May import: nothing of ours.
 """
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from ._auto_enable import EnablePattern as EnablePattern
 from ._clock import ManualClock as ManualClock
@@ -24,7 +24,7 @@ from ._memory import Tgid as Tgid
 from ._task import Task as Task
 from ._uapi import Abi as Abi
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._tracefs import ABI_MODES as ABI_MODES
     from ._tracefs import Tracefs as Tracefs
 
@@ -32,12 +32,13 @@ __all__ = ["ABI_MODES", "Abi", "EnablePattern", "ManualClock", "ProcessMemory", 
            "TraceClocks", "Tracefs", "TracefsError", "WouldBlock"]
 
 
-def __getattr__(name: str) -> Any:
-    """The engine proper, loaded on first use: a command line that only checks
-    its options (``EnablePattern``) does without it, 13 ms of ``run``'s
-    start-up (issue 21)."""
+def __getattr__(name: str) -> _typing.Any:
+    """The engine proper, loaded on first use (and kept here from then on): a
+    command line that only checks its options (``EnablePattern``) does without
+    it, 13 ms of ``run``'s start-up (issue 21)."""
     if name in ("ABI_MODES", "Tracefs"):
         from . import _tracefs
 
-        return getattr(_tracefs, name)
+        value = globals()[name] = getattr(_tracefs, name)
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
