@@ -20,19 +20,16 @@ import pytest
 
 FAKE_DAEMON = """
 import sys, trio
-from tracefs_fuse.daemon import _daemon, _run
+from tracefs_fuse.daemon import _daemon, _run_serving
 
-class BuggyDaemon:
-    def __init__(self, config):
-        pass
-
+class BuggyDaemon(_daemon.Daemon):
     async def run(self, stop_on_signals=True, *, task_status=trio.TASK_STATUS_IGNORED):
         if {when!r} == "ready":
             task_status.started(self)
             await trio.sleep(0)
         raise KeyError("no such slot")
 
-_daemon.Daemon = _run.Daemon = BuggyDaemon
+_daemon.Daemon = _run_serving.Daemon = BuggyDaemon
 from tracefs_fuse.cli import main
 sys.exit(main(sys.argv[1:]))
 """

@@ -43,16 +43,17 @@ class Command:
 
     def ends_before(self, loaded: int) -> bool:
         """Wait until the command ends (True) or ``loaded`` is readable (False:
-        the daemon is loaded), passing SIGINT on meanwhile."""
+        the daemon is loaded, whether or not the command has ended too),
+        passing SIGINT on meanwhile."""
         poll = select.poll()
         for fd in (self.pidfd, loaded, self.interrupts.fd):
             poll.register(fd, select.POLLIN)
         while True:
             ready = {fd for fd, _ in poll.poll()}
-            if self.pidfd in ready:
-                return True
             if loaded in ready:
                 return False
+            if self.pidfd in ready:
+                return True
             self.interrupts.pass_on()
 
     def reap(self) -> int:
