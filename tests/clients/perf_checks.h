@@ -63,6 +63,18 @@ static inline int u32_field_offset(const char *tracefs, const char *event, const
 	return offset;
 }
 
+/* *pe for a tracepoint perf event on EVENT_ID: RAW samples, period 1, the
+ * rest 0 (what every client here starts from). */
+static inline void raw_attr(struct perf_event_attr *pe, long event_id)
+{
+	memset(pe, 0, sizeof(*pe));
+	pe->type = PERF_TYPE_TRACEPOINT;
+	pe->size = sizeof(*pe);
+	pe->config = (uint64_t)event_id;
+	pe->sample_type = PERF_SAMPLE_RAW;
+	pe->sample_period = 1;
+}
+
 /* Registers "EVENT u32 a" through a user_events_data descriptor of TRACEFS
  * (*data_fd, *reg; its enable word *enabled) and opens a perf event of this
  * thread on it: RAW samples, period 1, read_format ID|LOST (three checks).
@@ -85,12 +97,7 @@ static inline int open_raw_event(const char *tracefs, const char *event, int *da
 	long event_id = read_number(path);
 
 	struct perf_event_attr pe;
-	memset(&pe, 0, sizeof(pe));
-	pe.type = PERF_TYPE_TRACEPOINT;
-	pe.size = sizeof(pe);
-	pe.config = (uint64_t)event_id;
-	pe.sample_type = PERF_SAMPLE_RAW;
-	pe.sample_period = 1;
+	raw_attr(&pe, event_id);
 	pe.read_format = PERF_FORMAT_ID | PERF_FORMAT_LOST;
 	int fd = (int)syscall(SYS_perf_event_open, &pe, 0, -1, -1, 0);
 	CHECK("perf_event_open", event_id > 0 && fd >= 0);

@@ -91,12 +91,7 @@ int main(int argc, char **argv)
 	close(go[0]);
 
 	struct perf_event_attr pe;
-	memset(&pe, 0, sizeof(pe));
-	pe.type = PERF_TYPE_TRACEPOINT;
-	pe.size = sizeof(pe);
-	pe.config = (uint64_t)event_id;
-	pe.sample_type = PERF_SAMPLE_RAW;
-	pe.sample_period = 1;
+	raw_attr(&pe, event_id);
 	pe.disabled = 1;
 	pe.enable_on_exec = 1;
 	int fd = (int)syscall(SYS_perf_event_open, &pe, child, -1, -1, 0);
