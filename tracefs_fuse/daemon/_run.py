@@ -207,7 +207,6 @@ class _Loading:
         self._beneath = beneath
         #: Readable once loading is done.
         self.fd = os.eventfd(0, os.EFD_CLOEXEC)
-        self.tid: int | None = None
         self._serve_and_run: ServeAndRun | None = None
         self._error: Exception | None = None
         self._thread = threading.Thread(target=self._load, name="tracefs-fuse load",
@@ -219,8 +218,12 @@ class _Loading:
         else:
             self._thread.start()
 
+    @property
+    def tid(self) -> int | None:
+        """The loading thread's id while it runs (None: loaded without one)."""
+        return self._thread.native_id
+
     def _load(self) -> None:
-        self.tid = threading.get_native_id()
         try:
             from . import _run_serving
 
