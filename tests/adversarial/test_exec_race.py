@@ -48,8 +48,10 @@ def scratch() -> Iterator[Path]:
 
 @pytest.fixture
 def hogs() -> Iterator[None]:
-    """Two CPU hogs: the race window widens when the daemon is preempted."""
-    procs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2)]
+    """Two CPU hogs: the race window widens when the daemon is preempted. They
+    die with the test's process however it ends (a killed run left them spinning)."""
+    procs = [subprocess.Popen(["setpriv", "--pdeathsig", "KILL", "sh", "-c",
+                               "while :; do :; done"]) for _ in range(2)]
     try:
         yield
     finally:
