@@ -112,3 +112,31 @@ def test_a_read_only_ring_never_asks() -> None:
     for _ in range(5):
         perf.record(ENTRY, WRITER)
     assert (reader.asked, perf.waiting, len(published)) == (0, [], 10)  # overwrites: data, head
+
+
+# Whether the ring is paused (PAUSE_OUTPUT) at each write: the 4th write needs
+# the tail, which comes only after the last write.
+PAUSES = [
+    pytest.param([False, False, False, False, True], id="paused while the 4th waits: it is placed"),
+    pytest.param([False, False, False, False, True, False],
+                 id="one written paused behind it: lost; one after: placed"),
+]
+
+
+@pytest.mark.parametrize("pauses", PAUSES)
+def test_a_pause_while_a_record_waits_is_later_than_its_write(pauses: list[bool]) -> None:
+    """PAUSE_OUTPUT judges the records written after it, not those written
+    before it that still wait for the tail (``__perf_output_begin`` looks at
+    ``rb->paused`` as the record is written)."""
+    at_once = Reader(later=False)
+    at_once.tail = 2048
+    perf, published = ring_of(at_once)
+    later = Reader(later=True)
+    waiting, waiting_published = ring_of(later)
+    for paused in pauses:
+        for event in (perf, waiting):
+            event.pause_output(paused)
+            event.record(ENTRY, WRITER)
+    assert len(waiting.waiting) == len(pauses) - 3
+    waiting.tail_read(2048)
+    assert (state(waiting), waiting_published) == (state(perf), published)

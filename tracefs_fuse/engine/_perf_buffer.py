@@ -127,16 +127,19 @@ class PerfBuffer:
         return bytes(page)
 
     def output(self, record: bytes, read_tail: Callable[[], int | None],
-               lost_record: Callable[[int], bytes]) -> tuple[list[tuple[int, bytes]], bool]:
+               lost_record: Callable[[int], bytes], *,
+               paused: bool | None = None) -> tuple[list[tuple[int, bytes]], bool]:
         """Write ``record``, after a LOST record if some are owed.
 
         ``read_tail``: the reader's ``data_tail`` now (a writable ring's
         reader page; None when it cannot be read); it may raise
         :class:`TailAwaited`, which leaves the ring as it was.
+        ``paused``: the ring's :attr:`paused` when the record was written,
+        if that was before now (a record placed once its tail came).
         Returns the file's changed ranges (data first, then ``data_head``) and
         whether a wakeup is due.
         """
-        if self.paused:
+        if self.paused if paused is None else paused:
             if self.size:
                 self._lose()
             return [], False

@@ -226,7 +226,7 @@ class PerfEvent:
         def lost(n: int) -> bytes:
             return lost_record(source.attr, lost_ids, n, facts)
 
-        waiting = _Waiting(ring, record, lost, source)
+        waiting = _Waiting(ring, record, lost, source, ring.paused)
         try:
             if self.waiting:
                 # Behind records waiting for the tail: their place decides this one's.
@@ -249,7 +249,8 @@ class PerfEvent:
     def _place(self, waiting: _Waiting, read_tail: Callable[[], int | None]) -> None:
         ring, source = waiting.ring, waiting.source
         before = ring.dropped
-        changes, wakeup = ring.output(waiting.record, read_tail, waiting.lost)
+        changes, wakeup = ring.output(waiting.record, read_tail, waiting.lost,
+                                      paused=waiting.paused)
         source.lost += ring.dropped - before
         for offset, data in changes:
             self.owner.publish(self.path, offset, data)
@@ -371,6 +372,9 @@ class _Waiting(NamedTuple):
     record: bytes
     lost: Callable[[int], bytes]
     source: PerfEvent
+    #: The ring was paused when the record was written (a PAUSE_OUTPUT that
+    #: comes while it waits is later than its write: it does not lose it).
+    paused: bool
 
 
 def _tid(task: Task | None) -> int | None:
