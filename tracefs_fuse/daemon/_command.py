@@ -27,7 +27,6 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-
 class Command:
     """The command we started, and what comes with it until it ends."""
 
@@ -78,7 +77,6 @@ class Command:
         if self.listener is not None:
             os.close(self.listener)
             self.listener = None
-
 
 
 def children(skip: int | None = None) -> list[int]:
@@ -134,7 +132,6 @@ def end_leftovers_now(skip: int | None = None) -> int:
     if ended:
         log.info("ended %d process(es) the command left running", ended)
     return ended
-
 
 
 class Forwarder:

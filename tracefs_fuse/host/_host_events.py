@@ -51,8 +51,6 @@ FSMOUNT_CLOEXEC = 0x1
 MOUNT_ATTR_RDONLY = 0x1
 
 
-
-
 def is_tracefs(path: str) -> bool:
     """``statfs(path).f_type == TRACEFS_MAGIC``."""
     # struct statfs { __fsword_t f_type; ... } is 120 bytes on 64-bit Linux.

@@ -60,7 +60,6 @@ DEBUG_TRACING = "/sys/kernel/debug/tracing"
 FTRACE_ENABLED = "/proc/sys/kernel/ftrace_enabled"
 
 
-
 def enter() -> bool:
     """Enter a new mount namespace whose mounts never propagate back, inside a
     new user namespace if we may not mount where we are.

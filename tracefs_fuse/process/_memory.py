@@ -109,7 +109,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-
 def _unwatched_begin(pid: int, addr: int, size: int) -> None:
     """No watchdog: nothing to tell (a ClientMemory outside a daemon)."""
 
