@@ -68,7 +68,7 @@ class Command:
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
             self.reap()
             self.close()
-        end_leftovers_now()
+        end_leftovers()
 
     def close(self) -> None:
         """Once reaped: what we held for it."""
@@ -117,7 +117,7 @@ def _children_by_scan() -> list[int]:
     return found
 
 
-def end_leftovers_now(skip: int | None = None) -> int:
+def end_leftovers(skip: int | None = None) -> int:
     """Kill and reap every process the command left behind (``children``),
     waiting for each; how many."""
     ended = 0

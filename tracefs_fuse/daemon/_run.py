@@ -56,7 +56,7 @@ from ..host._host_events import tracing_dirs_beneath
 from ..host._mountinfo import FSNAME, FSTYPE
 from ..lib import check, libc
 from ..perf._interception import Interception
-from ._command import Command, Forwarder, Interrupts, end_leftovers_now
+from ._command import Command, Forwarder, Interrupts, end_leftovers
 from ._config import MountConfig
 from ._mount_options import kernel_mount
 
@@ -134,7 +134,7 @@ def _run_in_namespace(config: MountConfig, argv: list[str], record: tuple[Binary
         if command.ends_before(loading.fd) and record is None:
             status = command.reap()
             command.close()
-            end_leftovers_now(loading.tid)
+            end_leftovers(loading.tid)
             for text in named_events:  # nothing was registered: no pattern matched
                 print(f"tracefs-fuse: --events {text!r} matched no user event", file=sys.stderr)
             return _unserved(device, status)

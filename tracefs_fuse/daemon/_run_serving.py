@@ -8,10 +8,7 @@ ends (``_run``'s docstring has the rules).
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import signal
 import sys
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -27,7 +24,7 @@ from ..perf._service import PerfService
 from ._config import MountConfig
 from ._daemon import Daemon
 from ._logging import bug_line, is_bug
-from ._command import Command, children
+from ._command import Command, end_leftovers
 
 if TYPE_CHECKING:
     from ..record._recording import Recording
@@ -77,9 +74,9 @@ async def _serve_and_run(config: MountConfig, device: int, command: Command,
         status = command.reap()  # before any other task runs: one may be about to pass one on
         command.close()
         interrupts.cancel()
-        left = await _end_leftovers()
-        if left:
-            log.info("ended %d process(es) the command left running", left)
+        # On a worker thread: a leftover killed inside one of our requests
+        # waits for our answer before it dies.
+        await trio.to_thread.run_sync(end_leftovers)
         # After the leftovers: none of them is left waiting on it.
         await trio.to_thread.run_sync(command.perf.stop)
         await _finish_recording(recording)
@@ -124,29 +121,6 @@ async def _finish_recording(recording: Recording | None) -> None:
         from ..record._recording import finish_recording
 
         await finish_recording(recording)
-
-
-async def _end_leftovers() -> int:
-    """Kill and reap every process the command left behind; how many.
-
-    Repeated until none is left: a leftover's own children become ours as it dies.
-    """
-    ended = 0
-    while pids := children():
-        for pid in pids:
-            try:
-                pidfd = os.pidfd_open(pid)
-            except ProcessLookupError:
-                continue
-            try:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                await trio.lowlevel.wait_readable(pidfd)
-            finally:
-                os.close(pidfd)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-            ended += 1
-    return ended
 
 
 class _Refusals(logging.Filter):
