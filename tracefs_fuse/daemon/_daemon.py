@@ -138,7 +138,8 @@ class Daemon:
         #: buffer: in-process readers such as a recording (tracefs_fuse.record).
         self._data_listeners: list[Callable[[], None]] = []
         self.native = NativeWrites(self.engine, enabled=config.fast_path,
-                                   debug=config.log_level == "debug")
+                                   debug=config.log_level == "debug",
+                                   inode_of=self.ops.inodes.known)
 
     # -- who is calling ---------------------------------------------------------------
 

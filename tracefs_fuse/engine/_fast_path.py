@@ -39,6 +39,9 @@ import msgspec
 from ._task import Task
 from ._trace_array import TraceArray
 from ._events import Probe, TraceEvent
+from ._fast_perf import STAGED_PERF_ARRAY
+from ._fast_perf import take_in as take_in_perf
+from ._perf_events import PerfEvents
 from ._memory import Tgid
 from ._user_events import UserEvent, UserEventsFile
 
@@ -92,6 +95,8 @@ class FastEvent(msgspec.Struct, frozen=True, kw_only=True):
     id: int
     #: ``event.status``: some probe is attached (the write is not EBADF).
     enabled: bool
+    #: A perf event of ours records it (``_fast_perf`` describes which).
+    perf: bool
     #: Indices of the trace arrays in which the event is enabled.
     recorders: tuple[int, ...]
     #: ``user->min_size``: shorter payloads are EINVAL.
@@ -106,9 +111,10 @@ class FastPath:
     Args:
         arrays: the trace arrays a user event can record into, in the order
             staged records name them.
+        perf: the perf events the staged perf samples are for.
     """
 
-    def __init__(self, arrays: Sequence[TraceArray]) -> None:
+    def __init__(self, arrays: Sequence[TraceArray], perf: PerfEvents | None = None) -> None:
         if len(arrays) > MAX_FAST_ARRAYS:
             raise ValueError(f"at most {MAX_FAST_ARRAYS} trace arrays")
         self.arrays = tuple(arrays)
@@ -117,6 +123,7 @@ class FastPath:
         for trace_array in self.arrays:
             trace_array.enable_listeners.append(self._enable_changed)
         self._tasks: dict[tuple[int, int, int, bytes], Task] = {}
+        self._perf = perf
 
     # -- the table ----------------------------------------------------------------
 
@@ -145,8 +152,7 @@ class FastPath:
 
     def event(self, event: UserEvent) -> FastEvent:
         return FastEvent(
-            # A perf consumer's samples are the engine's to write: its writes go there.
-            id=event.id, enabled=bool(event.status) and not event.probes[Probe.PERF],
+            id=event.id, enabled=bool(event.status), perf=bool(event.probes[Probe.PERF]),
             recorders=tuple(i for i, tr in enumerate(self.arrays) if tr.enabled(event)),
             min_size=event.min_size, validators=event.validators)
 
@@ -175,7 +181,11 @@ class FastPath:
         while off < end:
             (size, cpu, array, ts, previous, pid, tgid, length, copy_len, event_len,
              comm) = unpack(staged, off)
-            if array != STAGED_WRAP:
+            if array == STAGED_PERF_ARRAY:
+                assert self._perf is not None
+                take_in_perf(self._perf, staged, off)
+                taken += 1
+            elif array != STAGED_WRAP:
                 tr = arrays[array]
                 this = (array, pid, tgid, cpu, comm)
                 if writer != this and (writer := this) not in saved:

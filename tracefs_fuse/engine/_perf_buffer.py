@@ -41,6 +41,7 @@ from __future__ import annotations
 import errno
 import struct
 from collections.abc import Callable
+from typing import NamedTuple
 
 from ._errors import TracefsError
 
@@ -71,6 +72,16 @@ CAP_BIT0_IS_DEPRECATED = 1 << 1
 _U64 = struct.Struct("=Q")
 #: ``data_head`` is an unsigned long: a backward ring's goes below 0 and wraps.
 U64_MASK = (1 << 64) - 1
+
+
+class WakeupState(NamedTuple):
+    """A ring's wakeup counters (:meth:`PerfBuffer._wakeup`)."""
+
+    written: int
+    wakeup_at: int
+    watermark: int
+    events_left: int
+    wakeup_events: int
 
 
 class TailAwaited(Exception):
@@ -156,6 +167,21 @@ class PerfBuffer:
         changes.append((DATA_HEAD, _U64.pack(self.head & U64_MASK)))
         self.written += len(out)
         return changes, self._wakeup(len(out))
+
+    def took(self, record: bytes) -> bool:
+        """A record the fast path wrote and stored, where :meth:`output`
+        would have put it (it wrote only what fits with no LOST record
+        owed); the ring as output would leave it. Returns whether a wakeup
+        is due (the fast path leaves those to :meth:`output`: never)."""
+        self._store(self._claim(len(record)), record)
+        self.written += len(record)
+        return self._wakeup(len(record))
+
+    def wakeup_state(self) -> WakeupState:
+        """What decides the next wakeups, for the fast path to decide them alike."""
+        return WakeupState(written=self.written, wakeup_at=self._wakeup_at,
+                           watermark=self._watermark, events_left=self._events_left,
+                           wakeup_events=self._wakeup_events)
 
     def _lose(self) -> None:
         self.lost += 1

@@ -247,6 +247,7 @@ class PerfEvent:
                 self._place(record, lambda: tail)
 
     def _place(self, waiting: _Waiting, read_tail: Callable[[], int | None]) -> None:
+        self.owner.before_change()
         ring, source = waiting.ring, waiting.source
         before = ring.dropped
         changes, wakeup = ring.output(waiting.record, read_tail, waiting.lost,
@@ -263,6 +264,7 @@ class PerfEvent:
     def set_enabled(self, enabled: bool) -> None:
         if enabled == self.enabled:
             return
+        self.owner.before_change()
         now = self.owner.now(self.clock)
         if enabled:
             self._enabled_at = now
@@ -282,6 +284,7 @@ class PerfEvent:
 
     def mapped(self, vma: Vma) -> None:
         data_pages = check_mapping(vma.nr_pages, vma.shared, vma.pgoff)
+        self.owner.before_change()
         if not self.owner.reserve_ring(self, data_pages * PAGE_SIZE):
             self.ring = None
             return
@@ -292,6 +295,7 @@ class PerfEvent:
                                watermark=watermark)
 
     def unmapped(self) -> None:
+        self.owner.before_change()
         self.owner.reserve_ring(self, 0)
         self.ring = None
 
@@ -339,6 +343,7 @@ class PerfEvent:
             self.owner.find_mapping(sink.owner_tgid, sink.path)
         if sink.ring is None or not sink.ring.size:
             raise TracefsError(errno.EINVAL, "no ring to pause")
+        self.owner.before_change()
         sink.ring.paused = pause
 
     def set_output(self, output: PerfEvent | None | int) -> None:
@@ -358,6 +363,7 @@ class PerfEvent:
                 raise TracefsError(errno.EINVAL, "SET_OUTPUT across ring directions")
         if self.ring is not None:
             raise TracefsError(errno.EINVAL, "a mapped event keeps its ring")
+        self.owner.before_change()
         self.output = output
         if output is not None:
             # The ring now carries what this event asked to be told (an
@@ -447,6 +453,10 @@ class PerfEvents:
         self.ancestry: Callable[[Tgid], list[Tgid]] = lambda tgid: [tgid]
         #: Told of every process an event starts following (its exit is awaited).
         self.follow: Callable[[Tgid], None] = lambda tgid: None
+        #: Called before an event or a ring changes: the fast path, which
+        #: writes samples into rings from a copy of their state, stops and
+        #: hands in what it wrote (:meth:`took`) first.
+        self.before_change: Callable[[], None] = lambda: None
         #: uid -> live events; uid -> ring bytes held; event id -> its ring's bytes.
         self._events_of: dict[int, int] = {}
         self._ring_bytes: dict[int, int] = {}
@@ -467,6 +477,7 @@ class PerfEvents:
              target: Task | None, cpu: int, owner: Tgid, uid: int = 0) -> PerfEvent:
         if self._events_of.get(uid, 0) >= EVENTS_MAX:
             raise TracefsError(errno.ENOMEM, f"uid {uid} has {EVENTS_MAX} perf events")
+        self.before_change()
         perf = PerfEvent(self, self._next_id, attr, kind, event, target, cpu, owner, uid)
         self._events_of[uid] = self._events_of.get(uid, 0) + 1
         self._next_id += 1
@@ -484,8 +495,10 @@ class PerfEvents:
             listener(event)
 
     def close(self, perf: PerfEvent) -> None:
-        if self._events.pop(perf.id, None) is None:
+        if perf.id not in self._events:
             return
+        self.before_change()
+        del self._events[perf.id]
         self.reserve_ring(perf, 0)
         left = self._events_of.pop(perf.owner_uid) - 1
         if left:
@@ -515,7 +528,20 @@ class PerfEvents:
     def redirected(self, perf: PerfEvent, side_band: int) -> None:
         """A real event's ``SET_OUTPUT`` into ``perf``: accepted, its output
         dropped; the side-band records it asked for we write ourselves."""
+        self.before_change()
         perf.foreign_side_band |= side_band & SIDE_BAND
+
+    def took(self, source: int, sink: int, record: bytes) -> None:
+        """A sample the fast path wrote for event ``source`` into ``sink``'s
+        ring (stored already): counted, and the ring as ``deliver`` would
+        have left it. It wrote only while neither event nor ring changed
+        (``before_change``), so both are as it saw them."""
+        self._events[source].count += 1
+        perf = self._events[sink]
+        assert perf.ring is not None
+        if perf.ring.took(record):
+            perf.wakeup = True
+            self.generation += 1
 
     def exited(self, lineage: Lineage) -> None:
         """A process is gone: every event following it says so."""

@@ -934,6 +934,7 @@ BRIDGE_EXPORT int fuse_session_mount(struct fuse_session *se,
                           : fuse_session_custom_io(se, &bridge_io, event_fd);
     if (rc == 0) {
         atomic_store_explicit(&wire_fd, dev_fd, memory_order_release);
+        fp_set_session(se);
         rc = rx_start(dev_fd, event_fd, SESSION_BUFSIZE, fp_handle);
         if (rc < 0 && dup2(dev_fd, event_fd) == event_fd) {
             /* No receiver: the mount must not be served (nobody would answer
@@ -987,6 +988,7 @@ BRIDGE_EXPORT void fuse_session_destroy(struct fuse_session *se)
     if (se == hooked_se) {
         st_stop();
         stop_receiver(se);  /* destroy without unmount */
+        fp_set_session(NULL);
         /* Outstanding Requests now reply into the void instead of into a
          * freed session. */
         generation++;
@@ -1075,15 +1077,15 @@ static PyObject *bridge_fast_event(PyObject *mod, PyObject *args)
 {
     (void)mod;
     unsigned int id, recorders, min_size;
-    int enabled;
+    int enabled, perf;
     Py_buffer val;
-    if (!PyArg_ParseTuple(args, "IpIIy*:fast_event", &id, &enabled,
+    if (!PyArg_ParseTuple(args, "IppIIy*:fast_event", &id, &enabled, &perf,
                           &recorders, &min_size, &val))
         return NULL;
     int rc = -EINVAL;
     if (id <= UINT16_MAX && recorders <= UINT8_MAX && val.len % 8 == 0)
-        rc = fp_set_event((uint16_t)id, enabled, (uint8_t)recorders, min_size,
-                          val.buf, (size_t)val.len / 8);
+        rc = fp_set_event((uint16_t)id, enabled, perf, (uint8_t)recorders,
+                          min_size, val.buf, (size_t)val.len / 8);
     PyBuffer_Release(&val);
     if (rc == -ENOMEM)
         return PyErr_NoMemory();
@@ -1091,6 +1093,38 @@ static PyObject *bridge_fast_event(PyObject *mod, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "bad fast_event arguments");
         return NULL;
     }
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_perf(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    Py_buffer rings, perfs;
+    unsigned int ring_size, perf_size;
+    if (!PyArg_ParseTuple(args, "y*Iy*I:fast_perf", &rings, &ring_size, &perfs,
+                          &perf_size))
+        return NULL;
+    int rc = -EINVAL;
+    if (ring_size && perf_size && rings.len % ring_size == 0 &&
+        perfs.len % perf_size == 0)
+        rc = fp_set_perf(rings.buf, (size_t)rings.len / ring_size, perfs.buf,
+                         (size_t)perfs.len / perf_size, ring_size, perf_size);
+    PyBuffer_Release(&rings);
+    PyBuffer_Release(&perfs);
+    if (rc == -ENOMEM)
+        return PyErr_NoMemory();
+    if (rc < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad fast_perf tables");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *bridge_fast_perf_revoke(PyObject *mod, PyObject *noargs)
+{
+    (void)mod;
+    (void)noargs;
+    fp_revoke_perf();
     Py_RETURN_NONE;
 }
 
@@ -1495,7 +1529,11 @@ static PyMethodDef bridge_methods[] = {
     {"fast_array", bridge_fast_array, METH_VARARGS,
      "fast_array(index, tracing_on, max_entry, cpumask, clockid, divisor)"},
     {"fast_event", bridge_fast_event, METH_VARARGS,
-     "fast_event(id, enabled, recorders, min_size, validators)"},
+     "fast_event(id, enabled, perf, recorders, min_size, validators)"},
+    {"fast_perf", bridge_fast_perf, METH_VARARGS,
+     "fast_perf(rings, ring_size, perfs, perf_size): the perf table, live"},
+    {"fast_perf_revoke", bridge_fast_perf_revoke, METH_NOARGS,
+     "fast_perf_revoke(): the engine writes every perf sample until the next fast_perf"},
     {"fast_slots", bridge_fast_slots, METH_VARARGS,
      "fast_slots(fh, start, ids): event ids (u16) of write indices"},
     {"fast_drop_file", bridge_fast_drop_file, METH_O, "fast_drop_file(fh)"},

@@ -41,6 +41,7 @@ from typing import Callable
 
 from ..engine._clock import TraceClocks
 from ..engine._fast_path import FastArray, FastPath
+from ..engine._fast_perf import FastPerf, FastRing, perf_table
 from ..engine._task import Task
 from ..engine._tracefs import Tracefs
 from ..engine._user_events import UserEvent
@@ -72,6 +73,16 @@ MAX_PAGES_LIMIT = "/proc/sys/fs/fuse/max_pages_limit"
 FUSE_MAX_MAX_PAGES = 256
 # Each validator as the bridge reads it: u32 offset, u8 rel, u8 ensure_null.
 _VALIDATOR = struct.Struct("<IBBxx")
+#: struct fp_perf_ring_in (fastpath.c): sink, ino, size, head, tail, written,
+#: wakeup_at, watermark (u64 each), events_left (s64), wakeup_events (u32),
+#: writable (u8), 3 bytes of padding.
+PERF_RING = struct.Struct("<QQQQQQQQqIB3x")
+#: struct fp_perf_in (fastpath.c): id, sample_type (u64), event (u32), cpu,
+#: tid, clock (s32), ring (u32; PERF_ENGINE: the engine writes its samples),
+#: enabled (u8), 3 bytes of padding.
+PERF_EVENT = struct.Struct("<QQIiiiIB3x")
+PERF_ENGINE = 0xFFFF_FFFF
+_U64 = (1 << 64) - 1
 
 
 def host_clocks() -> TraceClocks:
@@ -109,12 +120,19 @@ class NativeWrites:
         engine: the tracefs served.
         enabled: False for ``--no-fast-path``.
         debug: the bridge logs which path served each write.
+        inode_of: a file's inode, if the kernel knows it (where a perf
+            ring's pages are stored).
     """
 
-    def __init__(self, engine: Tracefs, *, enabled: bool, debug: bool) -> None:
+    def __init__(self, engine: Tracefs, *, enabled: bool, debug: bool,
+                 inode_of: Callable[[tuple[str, ...]], int | None]) -> None:
         self.engine = engine
         self.enabled = enabled
-        self.table = FastPath((engine.top,))
+        self.table = FastPath((engine.top,), engine.perf)
+        self._inode_of = inode_of
+        #: The perf table given to the bridge is live (it may write rings).
+        self._perf_live = False
+        self._perf_dirty = False
         self._on_records: Callable[[], object] = lambda: None
         #: fh -> (its open file, write indices published so far)
         self._files: dict[int, tuple[weakref.ref[UserEventsDataFile], int]] = {}
@@ -132,6 +150,8 @@ class NativeWrites:
             # The bridge left the fast path off: the engine serves every write.
             log.warning("fast path off: its staging ring could not be allocated")
             self.enabled = False
+        if self.enabled:
+            engine.perf.before_change = self._perf_changing
 
     def start(self, on_records: Callable[[], object]) -> None:
         """Take staged records in from now on; ``on_records`` runs after each intake."""
@@ -200,6 +220,32 @@ class NativeWrites:
                                                           *(e.id for e in events)))
             self._files[fh] = (ref, published + len(events))
         self._dirty_files.clear()
+        if self._perf_dirty:
+            self._publish_perf()
+
+    def _perf_changing(self) -> None:
+        """An event or a ring is about to change: the bridge stops writing
+        samples, and the engine takes in those it wrote, before it does."""
+        self._perf_dirty = True
+        if self._perf_live:
+            self._perf_live = False
+            native.fast_perf_revoke()
+            self._take_in()
+
+    def _publish_perf(self) -> None:
+        self._perf_changing()  # the table below must be the engine's whole state
+        self._perf_dirty = False
+        rings, perfs = perf_table(self.engine.perf)
+        packed_rings = []
+        placed: dict[int, int] = {}  # index in rings -> index in the bridge's
+        for index, ring in enumerate(rings):
+            ino = self._inode_of(ring.path)
+            if ino is not None:  # never looked up: nobody can have it mapped
+                placed[index] = len(packed_rings)
+                packed_rings.append(_pack_ring(ring, ino))
+        native.fast_perf(b"".join(packed_rings), PERF_RING.size,
+                         b"".join(_pack_perf(perf, placed) for perf in perfs), PERF_EVENT.size)
+        self._perf_live = True
 
     def _publish_array(self, index: int, array: FastArray) -> None:
         clock_id, divisor = _native_clock(array.clock)
@@ -211,7 +257,7 @@ class NativeWrites:
     def _publish_event(self, event: UserEvent) -> None:
         fast = self.table.event(event)
         self._events[event.id] = event
-        native.fast_event(fast.id, fast.enabled, sum(1 << i for i in fast.recorders),
+        native.fast_event(fast.id, fast.enabled, fast.perf, sum(1 << i for i in fast.recorders),
                           fast.min_size,
                           b"".join(_VALIDATOR.pack(*v) for v in fast.validators))
 
@@ -219,11 +265,29 @@ class NativeWrites:
 
     def drain(self) -> None:
         """Take every staged record in (the bridge calls this, trio thread)."""
+        if self._take_in():
+            self._on_records()
+
+    def _take_in(self) -> int:
         taken = 0
         while (staged := native.fast_staged()) is not None:
             with staged:
                 taken += self.table.take_in(staged)
                 size = len(staged)
             native.fast_consumed(size)
-        if taken:
-            self._on_records()
+        return taken
+
+
+def _pack_ring(ring: FastRing, ino: int) -> bytes:
+    return PERF_RING.pack(ring.sink, ino, ring.size, ring.head & _U64, ring.tail & _U64,
+                          ring.written, ring.wakeup_at, ring.watermark, ring.events_left,
+                          ring.wakeup_events, ring.writable)
+
+
+def _pack_perf(perf: FastPerf, placed: dict[int, int]) -> bytes:
+    ring = PERF_ENGINE if perf.ring is None else placed.get(perf.ring, PERF_ENGINE)
+    clock_id, divisor = _native_clock(perf.clock)
+    if divisor != 1:
+        ring = PERF_ENGINE  # not a clock read in nanoseconds natively
+    return PERF_EVENT.pack(perf.id, perf.sample_type, perf.event, perf.cpu, perf.tid, clock_id,
+                           ring, perf.enabled)

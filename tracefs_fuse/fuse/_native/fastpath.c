@@ -59,6 +59,7 @@
 #include <linux/fuse.h>
 
 #include "receiver.h"
+#include "storer.h"
 
 /* struct staged_record, the layout engine/_fast_path.py's STAGED_RECORD
  * reads (quoted there). */
@@ -80,6 +81,25 @@ struct staged_record {
 };
 _Static_assert(sizeof(struct staged_record) == 64, "staged_record");
 #define STAGED_WRAP 0xFF
+
+/* struct staged_perf, the layout engine/_fast_path.py's STAGED_PERF reads
+ * (quoted there): a PERF_RECORD_SAMPLE written into a perf ring natively,
+ * for the engine to take in (its count, the ring's head and bytes).  Its
+ * first eight bytes are a staged_record's; `array` says which. */
+struct staged_perf {
+    uint32_t size;
+    uint16_t pad0;
+    uint8_t array;
+    uint8_t pad1;
+    uint64_t source;
+    uint64_t sink;
+    uint32_t len;
+    uint8_t pad2[36];
+    unsigned char record[];
+};
+_Static_assert(sizeof(struct staged_perf) == sizeof(struct staged_record),
+               "staged_perf");
+#define STAGED_PERF 0xFE
 
 /* struct trace_entry { unsigned short type; unsigned char flags;
  *                      unsigned char preempt_count; int pid; };
@@ -155,6 +175,7 @@ struct fp_validator {
 
 struct fp_event {
     uint8_t enabled, recorders;
+    uint8_t perf;      /* a perf event of ours records it: see the perf table */
     uint32_t min_size;
     size_t nval;
     struct fp_validator val[];
@@ -185,6 +206,71 @@ struct fp_task {
     uint64_t expires;
 };
 
+/* struct fp_perf_ring_in, as fuse/_fast_path.py's PERF_RING packs it: a
+ * forward ring the engine lets the fast path write, in its state now. */
+struct fp_perf_ring_in {
+    uint64_t sink;         /* the perf event owning it (engine id) */
+    uint64_t ino;          /* its file, for the page stores */
+    uint64_t size;         /* data bytes: 2^n pages */
+    uint64_t head;         /* data_head (forward: only grows) */
+    uint64_t tail;         /* the reader's data_tail as last read */
+    uint64_t written;      /* bytes written in all (the watermark's count) */
+    uint64_t wakeup_at;    /* `written` at the last wakeup */
+    uint64_t watermark;    /* bytes between wakeups */
+    int64_t events_left;   /* samples to the next wakeup_events wakeup */
+    uint32_t wakeup_events;
+    uint8_t writable;      /* respects data_tail */
+    uint8_t pad[3];
+};
+_Static_assert(sizeof(struct fp_perf_ring_in) == 80, "fp_perf_ring_in");
+
+/* struct fp_perf_in, as fuse/_fast_path.py's PERF_EVENT packs it: a perf
+ * event of ours on a user event, and whether the fast path can write its
+ * samples (ring UINT32_MAX: it cannot, the engine writes them). */
+struct fp_perf_in {
+    uint64_t id;           /* IDENTIFIER, ID, STREAM_ID */
+    uint64_t sample_type;
+    uint32_t event;        /* the user event's id */
+    int32_t cpu;           /* -1: any */
+    int32_t tid;           /* the thread it follows; 0: any (CPU-wide) */
+    int32_t clock;         /* clockid_t of its samples' TIME */
+    uint32_t ring;         /* index in the rings; UINT32_MAX: the engine's */
+    uint8_t enabled;       /* it may record (enabled, or awaiting an exec) */
+    uint8_t pad[3];
+};
+_Static_assert(sizeof(struct fp_perf_in) == 40, "fp_perf_in");
+#define FP_PERF_ENGINE UINT32_MAX
+
+/* include/uapi/linux/perf_event.h: the sample_type bits written here, in
+ * perf_output_sample's order; any other bit is the engine's. */
+#define PERF_SAMPLE_IP (1u << 0)
+#define PERF_SAMPLE_TID (1u << 1)
+#define PERF_SAMPLE_TIME (1u << 2)
+#define PERF_SAMPLE_ADDR (1u << 3)
+#define PERF_SAMPLE_ID (1u << 6)
+#define PERF_SAMPLE_CPU (1u << 7)
+#define PERF_SAMPLE_PERIOD (1u << 8)
+#define PERF_SAMPLE_STREAM_ID (1u << 9)
+#define PERF_SAMPLE_RAW (1u << 10)
+#define PERF_SAMPLE_IDENTIFIER (1u << 16)
+#define FP_SAMPLE_TYPES                                                      \
+    (PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |             \
+     PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR | PERF_SAMPLE_ID |                  \
+     PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |          \
+     PERF_SAMPLE_RAW)
+#define PERF_RECORD_SAMPLE 9
+#define PERF_RECORD_MISC_KERNEL 1
+/* struct perf_event_mmap_page: data_head's offset; the data from page 1. */
+#define PERF_DATA_HEAD 1024
+#define PERF_PAGE 4096
+/* Samples of one write the fast path writes; more: the engine's. */
+#define FP_PERF_MAX 16
+
+/* One ring's state while a write is decided: committed only if served. */
+struct fp_perf_ring {
+    struct fp_perf_ring_in now, next;
+};
+
 #define FILE_BUCKETS 1024
 #define TASK_SLOTS 4096
 #define TASK_PROBE 4
@@ -206,11 +292,19 @@ static struct {
     atomic_int wake;
     uint64_t task_ttl;
     struct fp_stats stats;
+    /* The perf table: live only between the engine's publish and its next
+     * revoke (while revoked the engine may write the rings itself). */
+    int perf_live;
+    size_t nrings, nperf;
+    struct fp_perf_ring *rings;
+    struct fp_perf_in *perfs;
+    struct fuse_session *se;
 } fp = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static const char *const reasons[FP_NR_REASONS] = {
     "served", "other file", "position", "index", "disabled", "min_size",
-    "task", "clock", "invalid", "staging_full", "large", "table"};
+    "task", "clock", "invalid", "staging_full", "large", "table", "perf",
+    "store"};
 
 const char *fp_reason(int why)
 {
@@ -301,7 +395,7 @@ void fp_set_array(unsigned index, int tracing_on, uint32_t max_entry,
     pthread_mutex_unlock(&fp.lock);
 }
 
-int fp_set_event(uint16_t id, int enabled, uint8_t recorders,
+int fp_set_event(uint16_t id, int enabled, int perf, uint8_t recorders,
                  uint32_t min_size, const uint8_t *validators, size_t nval)
 {
     struct fp_event *ev = malloc(sizeof(*ev) + nval * sizeof(ev->val[0]));
@@ -316,6 +410,7 @@ int fp_set_event(uint16_t id, int enabled, uint8_t recorders,
         return -ENOMEM;
     }
     ev->enabled = (uint8_t)!!enabled;
+    ev->perf = (uint8_t)!!perf;
     ev->recorders = recorders;
     ev->min_size = min_size;
     ev->nval = nval;
@@ -503,6 +598,78 @@ void fp_set_wake(int wake)
     atomic_store_explicit(&fp.wake, wake, memory_order_release);
 }
 
+/* --- the perf table (Python thread) ------------------------------------------------ */
+
+void fp_set_session(struct fuse_session *se)
+{
+    pthread_mutex_lock(&fp.lock);
+    fp.se = se;
+    pthread_mutex_unlock(&fp.lock);
+}
+
+/* Caller holds fp.lock; the old table is returned for freeing outside it. */
+static void swap_perf(struct fp_perf_ring *rings, size_t nrings,
+                      struct fp_perf_in *perfs, size_t nperf, int live,
+                      struct fp_perf_ring **old_rings,
+                      struct fp_perf_in **old_perfs)
+{
+    *old_rings = fp.rings;
+    *old_perfs = fp.perfs;
+    fp.rings = rings;
+    fp.nrings = nrings;
+    fp.perfs = perfs;
+    fp.nperf = nperf;
+    fp.perf_live = live;
+}
+
+void fp_revoke_perf(void)
+{
+    struct fp_perf_ring *old_rings;
+    struct fp_perf_in *old_perfs;
+    pthread_mutex_lock(&fp.lock);
+    swap_perf(NULL, 0, NULL, 0, 0, &old_rings, &old_perfs);
+    pthread_mutex_unlock(&fp.lock);
+    free(old_rings);
+    free(old_perfs);
+}
+
+int fp_set_perf(const void *rings_in, size_t nrings, const void *perfs_in,
+                size_t nperf, size_t ring_size, size_t perf_size)
+{
+    if (ring_size != sizeof(struct fp_perf_ring_in) ||
+        perf_size != sizeof(struct fp_perf_in))
+        return -EINVAL;  /* the two sides disagree on the layouts */
+    struct fp_perf_ring *rings = calloc(nrings ? nrings : 1, sizeof(*rings));
+    struct fp_perf_in *perfs = malloc((nperf ? nperf : 1) * sizeof(*perfs));
+    int rc = rings && perfs ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < nrings; i++) {
+        memcpy(&rings[i].now, (const char *)rings_in + i * sizeof(rings[i].now),
+               sizeof(rings[i].now));
+        uint64_t size = rings[i].now.size;
+        if (!size || size & (size - 1))
+            rc = -EINVAL;
+    }
+    if (rc == 0)
+        memcpy(perfs, perfs_in, nperf * sizeof(*perfs));
+    for (size_t i = 0; rc == 0 && i < nperf; i++)
+        if (perfs[i].ring != FP_PERF_ENGINE && perfs[i].ring >= nrings)
+            rc = -EINVAL;
+    if (rc) {
+        free(rings);
+        free(perfs);
+        fp_revoke_perf();
+        return rc;
+    }
+    struct fp_perf_ring *old_rings;
+    struct fp_perf_in *old_perfs;
+    pthread_mutex_lock(&fp.lock);
+    swap_perf(rings, nrings, perfs, nperf, 1, &old_rings, &old_perfs);
+    pthread_mutex_unlock(&fp.lock);
+    free(old_rings);
+    free(old_perfs);
+    return 0;
+}
+
 /* --- the staging ring ---------------------------------------------------------- */
 
 void fp_staged(const unsigned char **data, size_t *len)
@@ -555,6 +722,141 @@ static struct staged_record *reserve(size_t need, uint64_t *head)
     struct staged_record *r = (void *)(fp.ring + off);
     *head += need;
     return r;
+}
+
+/* --- perf samples ------------------------------------------------------------------ */
+
+/* One perf event of ours that records the write, and the ring it goes to. */
+struct perf_match {
+    const struct fp_perf_in *perf;
+    struct fp_perf_ring *ring;
+    uint32_t len;  /* of the PERF_RECORD_SAMPLE */
+};
+
+/* perf_output_sample's size for sample_type (FP_SAMPLE_TYPES only): the
+ * header, 8 bytes per fixed field, and a tracepoint's raw data: u32 size,
+ * the entry padded to 8 (user_event_perf), then 4 more so that the size and
+ * the data end on 8 (perf_sample_save_raw_data). */
+static size_t sample_size(uint64_t st, size_t entry_len)
+{
+    size_t n = 8 + 8 * (size_t)__builtin_popcountll(st & ~(uint64_t)PERF_SAMPLE_RAW);
+    if (st & PERF_SAMPLE_RAW)
+        n += ((entry_len + 7) & ~(size_t)7) + 8;
+    return n;
+}
+
+/* The perf events recording a write of event `id` by `tid` on t's CPU, as
+ * PerfEvent.can_record and Inheritance.follows decide: enabled (or
+ * awaiting an exec), on any CPU or this one, CPU-wide or following this
+ * thread.  0, or why the engine must write them (one it cannot write
+ * natively matches).  Caller holds fp.lock. */
+static int perf_matches(uint16_t id, pid_t tid, const struct fp_task *t,
+                        size_t entry_len, struct perf_match *m, size_t *nm)
+{
+    if (!fp.perf_live)
+        return FP_PERF;
+    for (size_t i = 0; i < fp.nperf; i++) {
+        const struct fp_perf_in *p = &fp.perfs[i];
+        if (p->event != id || !p->enabled ||
+            (p->cpu != -1 && (unsigned)p->cpu != t->cpu) ||
+            (p->tid && p->tid != tid))
+            continue;
+        if (p->ring == FP_PERF_ENGINE || *nm == FP_PERF_MAX ||
+            (p->sample_type & ~(uint64_t)FP_SAMPLE_TYPES))
+            return FP_PERF;
+        size_t len = sample_size(p->sample_type, entry_len);
+        if (len > UINT16_MAX)  /* perf_event_header.size */
+            return FP_PERF;
+        m[(*nm)++] = (struct perf_match){p, &fp.rings[p->ring], (uint32_t)len};
+    }
+    return 0;
+}
+
+/* Claims each match's place in its ring (in `next`, committed only if the
+ * write is served), as PerfBuffer.output would, or says why the engine
+ * must: a writable ring without room behind the tail last read (it reads
+ * the tail again), or a wakeup due (the engine's to give). */
+static int perf_claim(struct perf_match *m, size_t nm, uint64_t *starts)
+{
+    for (size_t k = 0; k < nm; k++)
+        m[k].ring->next = m[k].ring->now;
+    for (size_t k = 0; k < nm; k++) {
+        struct fp_perf_ring_in *r = &m[k].ring->next;
+        uint64_t len = m[k].len;
+        if (len >= r->size)
+            return FP_PERF;
+        /* include/linux/circ_buf.h: CIRC_SPACE(head, tail, size) */
+        if (r->writable && ((r->tail - r->head - 1) & (r->size - 1)) < len)
+            return FP_PERF;
+        starts[k] = r->head;
+        r->head += len;
+        r->written += len;
+        if (r->written - r->wakeup_at > r->watermark)
+            return FP_PERF;
+        if (r->wakeup_events && --r->events_left <= 0)
+            return FP_PERF;
+    }
+    return 0;
+}
+
+static unsigned char *put_u64(unsigned char *out, uint64_t v)
+{
+    memcpy(out, &v, 8);
+    return out + 8;
+}
+
+static unsigned char *put_u32_pair(unsigned char *out, uint32_t a, uint32_t b)
+{
+    memcpy(out, &a, 4);
+    memcpy(out + 4, &b, 4);
+    return out + 8;
+}
+
+/* sample_record() (engine/_perf_output.py): PERF_RECORD_SAMPLE of period 1
+ * from the kernel (misc KERNEL), IP and ADDR 0; returns where the entry
+ * goes (NULL without RAW).  The byte before the entry is the top byte of
+ * the raw size, 0: what the engine takes for the byte before perf's
+ * buffer when it validates. */
+static unsigned char *build_sample(unsigned char *out, const struct perf_match *m,
+                                   int32_t tgid, int32_t tid, unsigned cpu,
+                                   size_t entry_len)
+{
+    const struct fp_perf_in *p = m->perf;
+    uint64_t st = p->sample_type;
+    struct {
+        uint32_t type;
+        uint16_t misc, size;
+    } header = {PERF_RECORD_SAMPLE, PERF_RECORD_MISC_KERNEL, (uint16_t)m->len};
+    memcpy(out, &header, 8);
+    unsigned char *at = out + 8;
+    if (st & PERF_SAMPLE_IDENTIFIER)
+        at = put_u64(at, p->id);
+    if (st & PERF_SAMPLE_IP)
+        at = put_u64(at, 0);
+    if (st & PERF_SAMPLE_TID)
+        at = put_u32_pair(at, (uint32_t)tgid, (uint32_t)tid);
+    if (st & PERF_SAMPLE_TIME) {
+        struct timespec ts;
+        clock_gettime((clockid_t)p->clock, &ts);
+        at = put_u64(at, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+    }
+    if (st & PERF_SAMPLE_ADDR)
+        at = put_u64(at, 0);
+    if (st & PERF_SAMPLE_ID)
+        at = put_u64(at, p->id);
+    if (st & PERF_SAMPLE_STREAM_ID)
+        at = put_u64(at, p->id);
+    if (st & PERF_SAMPLE_CPU)
+        at = put_u32_pair(at, cpu, 0);
+    if (st & PERF_SAMPLE_PERIOD)
+        at = put_u64(at, 1);
+    if (!(st & PERF_SAMPLE_RAW))
+        return NULL;
+    size_t data = ((entry_len + 7) & ~(size_t)7) + 4;
+    uint32_t raw = (uint32_t)data;
+    memcpy(at, &raw, 4);
+    memset(at + 4 + entry_len, 0, data - entry_len);
+    return at + 4;
 }
 
 /* --- one write -------------------------------------------------------------------- */
@@ -612,6 +914,65 @@ static int whole_request(const struct proc_facts *f, uint32_t size)
     return f->nr == 1 /* write */ && f->args[2] == size;
 }
 
+/* The samples of one write: built into the staging ring (after `*head`,
+ * published by the caller), validated, their stores queued with the
+ * write's reply (the storer sends it once they are in the rings: the
+ * sample is there before the write returns), and each ring's claim
+ * committed.  0, or why the engine must write them, with nothing queued or
+ * committed.  Caller holds fp.lock, so stores leave in claim order and
+ * before anything the engine stores after revoking the table. */
+static int perf_samples(const struct fuse_in_header *in,
+                        const struct fuse_write_in *arg,
+                        const unsigned char *data, const struct fp_event *ev,
+                        const struct fp_task *t, size_t entry_len,
+                        struct perf_match *m, size_t nm, const uint64_t *starts,
+                        uint64_t *head, int dev_fd)
+{
+    struct st_store stores[3 * FP_PERF_MAX];
+    uint64_t heads[FP_PERF_MAX];
+    size_t ns = 0;
+    if (!fp.se)
+        return FP_STORE;
+    for (size_t k = 0; k < nm; k++) {
+        if (ev->nval && !(m[k].perf->sample_type & PERF_SAMPLE_RAW))
+            return FP_PERF;  /* validated where no raw data shows it */
+        size_t need = (sizeof(struct staged_perf) + m[k].len + 7) & ~(size_t)7;
+        struct staged_perf *r = (void *)reserve(need, head);
+        if (!r)
+            return FP_FULL;
+        unsigned char *entry = build_sample(r->record, &m[k], t->tgid,
+                                            (int32_t)in->pid, t->cpu, entry_len);
+        if (entry) {
+            struct trace_entry e = {.type = m[k].perf->event,
+                                    .pid = (int32_t)in->pid};
+            memcpy(entry, &e, sizeof(e));
+            memcpy(entry + sizeof(e), data + 4, arg->size - 4);
+            if (ev->nval && validate(ev, entry, entry_len))
+                return FP_INVALID;
+        }
+        memset(r, 0, sizeof(*r));
+        r->size = (uint32_t)need;
+        r->array = STAGED_PERF;
+        r->source = m[k].perf->id;
+        r->sink = m[k].ring->now.sink;
+        r->len = m[k].len;
+        const struct fp_perf_ring_in *ring = &m[k].ring->now;
+        uint64_t off = starts[k] & (ring->size - 1);
+        uint64_t first = ring->size - off < m[k].len ? ring->size - off : m[k].len;
+        stores[ns++] = (struct st_store){ring->ino, PERF_PAGE + off, r->record, first};
+        if (first < m[k].len)
+            stores[ns++] = (struct st_store){ring->ino, PERF_PAGE,
+                                             r->record + first, m[k].len - first};
+        heads[k] = starts[k] + m[k].len;
+        stores[ns++] = (struct st_store){ring->ino, PERF_DATA_HEAD, &heads[k], 8};
+    }
+    if (st_push_raw(fp.se, stores, ns, dev_fd, in->unique, arg->size) < 0)
+        return FP_STORE;
+    for (size_t k = 0; k < nm; k++)
+        m[k].ring->now = m[k].ring->next;
+    return 0;
+}
+
 /* Not a decision: fp_handle() must read what `facts` lacks, then ask again. */
 #define FP_READ_PROC (-1)
 
@@ -620,7 +981,7 @@ static int whole_request(const struct proc_facts *f, uint32_t size)
 static int decide(const struct fuse_in_header *in,
                   const struct fuse_write_in *arg,
                   const unsigned char *data, int *wake,
-                  struct proc_facts *facts)
+                  struct proc_facts *facts, int dev_fd, int *replied)
 {
     if (!atomic_load_explicit(&fp.on, memory_order_relaxed))
         return FP_NO_FILE;  /* switched off since fp_handle looked */
@@ -686,7 +1047,17 @@ static int decide(const struct fuse_in_header *in,
             return FP_CLOCK;
         recording |= (uint8_t)(1u << a);
     }
-    if (!recording)
+    struct perf_match m[FP_PERF_MAX];
+    uint64_t starts[FP_PERF_MAX];
+    size_t nm = 0;
+    if (ev->perf) {
+        int why = perf_matches(f->ids[index], (pid_t)in->pid, t, entry_len, m, &nm);
+        if (!why)
+            why = perf_claim(m, nm, starts);
+        if (why)
+            return why;
+    }
+    if (!recording && !nm)
         return FP_SERVED;  /* enabled, recorded nowhere: the full count */
     /* The largest encoding: TIME_EXTEND and a long event's two words. */
     size_t need = (sizeof(struct staged_record) + 16 + entry_len + 7) &
@@ -726,6 +1097,13 @@ static int decide(const struct fuse_in_header *in,
         memcpy(r->comm, t->comm, sizeof(r->comm));
         *last = ts;
     }
+    if (nm) {
+        int why = perf_samples(in, arg, data, ev, t, entry_len, m, nm, starts,
+                               &head, dev_fd);
+        if (why)
+            return why;
+        *replied = 1;
+    }
     atomic_store_explicit(&fp.head, head, memory_order_release);
     fp.stats.staged++;
     *wake = atomic_load_explicit(&fp.wake, memory_order_acquire) ||
@@ -745,14 +1123,14 @@ int fp_handle(const unsigned char *req, size_t len, int dev_fd)
     if (len < sizeof(*in) + sizeof(*arg) ||
         len - sizeof(*in) - sizeof(*arg) != arg->size)
         return 0;
-    int wake = 0, why;
+    int wake = 0, why, replied = 0;
     struct proc_facts facts = {0};
     /* Each round adds a fact (the system call, then the stat), so three
      * rounds do unless the table changed the writer meanwhile: then the
      * engine decides.  The last look at the table decides. */
     for (int round = 0;; round++) {
         pthread_mutex_lock(&fp.lock);
-        why = decide(in, arg, data, &wake, &facts);
+        why = decide(in, arg, data, &wake, &facts, dev_fd, &replied);
         if (why == FP_READ_PROC && round == 3)
             why = FP_TASK;
         if (why == FP_SERVED)
@@ -778,12 +1156,15 @@ int fp_handle(const unsigned char *req, size_t len, int dev_fd)
                                   : reasons[why]);
     if (why != FP_SERVED)
         return 0;
+    if (replied)
+        goto woken;  /* the storer replies once the samples are stored */
     struct fuse_out_header out = {.len = sizeof(out) +
                                          sizeof(struct fuse_write_out),
                                   .unique = in->unique};
     struct fuse_write_out wout = {.size = arg->size};
     struct iovec iov[2] = {{&out, sizeof(out)}, {&wout, sizeof(wout)}};
     (void)!writev(dev_fd, iov, 2);  /* ENOENT: the writer is gone */
+woken:
     if (wake)
         rx_push_drain();
     return 1;

@@ -26,6 +26,8 @@ enum fp_decline {
     FP_FULL,       /* no room in the staging ring */
     FP_LARGE,      /* may be the first part of a write FUSE split */
     FP_TABLE,      /* a recording array's cpumask was lost (out of memory) */
+    FP_PERF,       /* a perf event of ours records it and its sample is the engine's */
+    FP_STORE,      /* the storer could not queue the samples' stores */
     FP_NR_REASONS
 };
 
@@ -46,13 +48,26 @@ int fp_handle(const unsigned char *req, size_t len, int dev_fd);
 void fp_set_array(unsigned index, int tracing_on, uint32_t max_entry,
                   const uint8_t *cpumask, size_t mask_len, clockid_t clock,
                   uint64_t divisor);
-int fp_set_event(uint16_t id, int enabled, uint8_t recorders,
+int fp_set_event(uint16_t id, int enabled, int perf, uint8_t recorders,
                  uint32_t min_size, const uint8_t *validators, size_t nval);
 int fp_set_slots(uint64_t fh, uint32_t start, const uint16_t *ids, size_t n);
 void fp_drop_file(uint64_t fh);
 void fp_set_task(pid_t tid, int32_t tgid, unsigned cpu, const char *comm,
                  size_t comm_len, uint64_t ttl_ns);
 void fp_set_wake(int wake);
+
+/* The perf events recording our events, and their rings: the whole table,
+ * replacing the last (nrings and nperf 0 with live 0: the engine writes
+ * every perf sample until the next).  The blobs are arrays of struct
+ * fp_perf_ring_in and struct fp_perf_in (fastpath.c) of the sizes given.
+ * -ENOMEM or -EINVAL (a bad blob) leaves the table revoked. */
+int fp_set_perf(const void *rings, size_t nrings, const void *perfs,
+                size_t nperf, size_t ring_size, size_t perf_size);
+void fp_revoke_perf(void);
+
+/* The session the samples' page stores go to (the storer's). */
+struct fuse_session;
+void fp_set_session(struct fuse_session *se);
 
 /* The staging ring, from the Python thread: the readable whole records
  * from the oldest on (NULL, 0 if none), then how many of them were taken. */

@@ -38,7 +38,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+#include <linux/fuse.h>
 
 struct batch {
     struct batch *next;
@@ -47,6 +50,8 @@ struct batch {
     enum st_reply reply;
     int64_t value;
     int signal;
+    int dev_fd;         /* ST_REPLY_RAW_WRITE: the device and request */
+    uint64_t unique;
     uint64_t seq;
     size_t n;
     struct st_store stores[];  /* data points into the tail of this block */
@@ -83,6 +88,15 @@ static void send_reply(const struct batch *b)
         /* size 0: the kernel copies nothing back to the caller */
         fuse_reply_ioctl(b->req, (int)b->value, NULL, 0);
         break;
+    case ST_REPLY_RAW_WRITE: {
+        struct fuse_out_header out = {
+            .len = sizeof(out) + sizeof(struct fuse_write_out),
+            .unique = b->unique};
+        struct fuse_write_out wout = {.size = (uint32_t)b->value};
+        struct iovec iov[2] = {{&out, sizeof(out)}, {&wout, sizeof(wout)}};
+        (void)!writev(b->dev_fd, iov, 2);  /* ENOENT: the writer is gone */
+        break;
+    }
     case ST_REPLY_NONE:
         return;
     }
@@ -147,16 +161,17 @@ int st_event_fd(void)
     return fd;
 }
 
-long long st_push(struct fuse_session *se, const struct st_store *stores,
-                  size_t n, fuse_req_t req, enum st_reply reply,
-                  int64_t value, int signal)
+/* A batch with the stores copied in, its reply not yet said; NULL if out
+ * of memory. */
+static struct batch *batch_new(struct fuse_session *se,
+                               const struct st_store *stores, size_t n)
 {
     size_t bytes = sizeof(struct batch) + n * sizeof(struct st_store);
     for (size_t i = 0; i < n; i++)
         bytes += stores[i].len;
-    struct batch *b = malloc(bytes);
+    struct batch *b = calloc(1, bytes);
     if (!b)
-        return -ENOMEM;
+        return NULL;
     unsigned char *tail = (unsigned char *)&b->stores[n];
     for (size_t i = 0; i < n; i++) {
         b->stores[i] = stores[i];
@@ -164,13 +179,13 @@ long long st_push(struct fuse_session *se, const struct st_store *stores,
         b->stores[i].data = tail;
         tail += stores[i].len;
     }
-    b->next = NULL;
     b->se = se;
-    b->req = req;
-    b->reply = reply;
-    b->value = value;
-    b->signal = signal;
     b->n = n;
+    return b;
+}
+
+static long long queue(struct batch *b)
+{
     pthread_mutex_lock(&st.lock);
     if (!st.running) {
         st.stopping = 0;
@@ -195,6 +210,33 @@ long long st_push(struct fuse_session *se, const struct st_store *stores,
     pthread_cond_signal(&st.cond);
     pthread_mutex_unlock(&st.lock);
     return (long long)seq;
+}
+
+long long st_push(struct fuse_session *se, const struct st_store *stores,
+                  size_t n, fuse_req_t req, enum st_reply reply,
+                  int64_t value, int signal)
+{
+    struct batch *b = batch_new(se, stores, n);
+    if (!b)
+        return -ENOMEM;
+    b->req = req;
+    b->reply = reply;
+    b->value = value;
+    b->signal = signal;
+    return queue(b);
+}
+
+long long st_push_raw(struct fuse_session *se, const struct st_store *stores,
+                      size_t n, int dev_fd, uint64_t unique, uint32_t size)
+{
+    struct batch *b = batch_new(se, stores, n);
+    if (!b)
+        return -ENOMEM;
+    b->reply = ST_REPLY_RAW_WRITE;
+    b->value = size;
+    b->dev_fd = dev_fd;
+    b->unique = unique;
+    return queue(b);
 }
 
 uint64_t st_stored(void)

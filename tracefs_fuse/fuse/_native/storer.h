@@ -28,6 +28,7 @@ enum st_reply {
     ST_REPLY_WRITE,  /* fuse_reply_write(req, value) */
     ST_REPLY_ERR,    /* fuse_reply_err(req, value) */
     ST_REPLY_IOCTL,  /* fuse_reply_ioctl(req, value, NULL, 0) */
+    ST_REPLY_RAW_WRITE,  /* a write reply of value written to the device */
 };
 
 /* Queues a batch for session `se`: the stores (copied) in order, then the
@@ -37,6 +38,12 @@ enum st_reply {
 long long st_push(struct fuse_session *se, const struct st_store *stores,
                   size_t n, fuse_req_t req, enum st_reply reply,
                   int64_t value, int signal);
+
+/* The same, replied with a raw FUSE write reply of `size` to request
+ * `unique` on `dev_fd`, for a request libfuse never saw (the receiver's
+ * fast path). */
+long long st_push_raw(struct fuse_session *se, const struct st_store *stores,
+                      size_t n, int dev_fd, uint64_t unique, uint32_t size);
 
 /* The sequence number of the last batch stored (batches complete in order). */
 uint64_t st_stored(void);
