@@ -98,6 +98,9 @@ CLIENTS = {
     # followed (one made before is not), with FORK, COMM and EXIT records in
     # order; a per-task event of a child (its ring mapped) says POLLHUP once the child is gone.
     "perf_inherit": 32,
+    # Every field of the samples the fast path writes natively, through the cases it
+    # leaves to the engine (a full ring, PERF_RECORD_LOST, an invalid dynamic field).
+    "perf_native": 15,
 }
 
 
@@ -106,3 +109,19 @@ CLIENTS = {
 def test_perf_client(client: str, as_root: bool, ordinary_user: User, c_client) -> None:  # type: ignore[no-untyped-def]
     result = run_client(c_client(client), as_root, ordinary_user)
     assert_all_checks(result.returncode, result.stdout, result.stderr, CLIENTS[client])
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast_path", "no_fast_path"])
+def test_native_samples_are_the_engines(fast_path: bool, c_client) -> None:  # type: ignore[no-untyped-def]
+    # The same exact checks whichever writes the samples: under the fast path most
+    # are written natively (the debug log names each write's path), with
+    # --no-fast-path the engine writes all.
+    mode = [] if fast_path else ["--no-fast-path"]
+    result = subprocess.run([sys.executable, "-m", "tracefs_fuse", "run", *mode, "--log-level",
+                             "debug", "--", str(c_client("perf_native")), TRACING],
+                            capture_output=True, text=True, timeout=60)
+    assert_all_checks(result.returncode, result.stdout, result.stderr, CLIENTS["perf_native"])
+    native = result.stderr.count("served natively")
+    # 181 writes that record: all but the first (its writer not yet known), those
+    # due a wakeup and those that found the ring full are natively written.
+    assert native >= 100 if fast_path else native == 0, result.stderr[-2000:]

@@ -236,7 +236,7 @@ class NativeWrites:
         self._perf_changing()  # the table below must be the engine's whole state
         self._perf_dirty = False
         rings, perfs = perf_table(self.engine.perf)
-        packed_rings = []
+        packed_rings: list[bytes] = []
         placed: dict[int, int] = {}  # index in rings -> index in the bridge's
         for index, ring in enumerate(rings):
             ino = self._inode_of(ring.path)

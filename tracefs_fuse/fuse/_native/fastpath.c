@@ -915,18 +915,20 @@ static int whole_request(const struct proc_facts *f, uint32_t size)
 }
 
 /* The samples of one write: built into the staging ring (after `*head`,
- * published by the caller), validated, their stores queued with the
- * write's reply (the storer sends it once they are in the rings: the
+ * published by the caller), validated, their stores made into a batch with
+ * the write's reply (the storer sends it once they are in the rings: the
  * sample is there before the write returns), and each ring's claim
- * committed.  0, or why the engine must write them, with nothing queued or
- * committed.  Caller holds fp.lock, so stores leave in claim order and
- * before anything the engine stores after revoking the table. */
+ * committed.  0, or why the engine must write them, with nothing made or
+ * committed.  The caller queues the batch after it published the staging
+ * ring's head (a read that starts once the write returned must find the
+ * write's trace records), still holding fp.lock, so stores leave in claim
+ * order and before anything the engine stores after revoking the table. */
 static int perf_samples(const struct fuse_in_header *in,
                         const struct fuse_write_in *arg,
                         const unsigned char *data, const struct fp_event *ev,
                         const struct fp_task *t, size_t entry_len,
                         struct perf_match *m, size_t nm, const uint64_t *starts,
-                        uint64_t *head, int dev_fd)
+                        uint64_t *head, int dev_fd, struct st_batch **batch)
 {
     struct st_store stores[3 * FP_PERF_MAX];
     uint64_t heads[FP_PERF_MAX];
@@ -966,7 +968,8 @@ static int perf_samples(const struct fuse_in_header *in,
         heads[k] = starts[k] + m[k].len;
         stores[ns++] = (struct st_store){ring->ino, PERF_DATA_HEAD, &heads[k], 8};
     }
-    if (st_push_raw(fp.se, stores, ns, dev_fd, in->unique, arg->size) < 0)
+    *batch = st_batch_raw(fp.se, stores, ns, dev_fd, in->unique, arg->size);
+    if (!*batch)
         return FP_STORE;
     for (size_t k = 0; k < nm; k++)
         m[k].ring->now = m[k].ring->next;
@@ -1097,14 +1100,18 @@ static int decide(const struct fuse_in_header *in,
         memcpy(r->comm, t->comm, sizeof(r->comm));
         *last = ts;
     }
+    struct st_batch *batch = NULL;
     if (nm) {
         int why = perf_samples(in, arg, data, ev, t, entry_len, m, nm, starts,
-                               &head, dev_fd);
+                               &head, dev_fd, &batch);
         if (why)
             return why;
-        *replied = 1;
     }
     atomic_store_explicit(&fp.head, head, memory_order_release);
+    /* Only a storer that cannot start fails: the write is recorded (the
+     * engine takes the samples in, and a fill reads them), so it is still
+     * answered, by fp_handle, without the stores. */
+    *replied = batch && st_queue(batch) > 0;
     fp.stats.staged++;
     *wake = atomic_load_explicit(&fp.wake, memory_order_acquire) ||
             head - atomic_load_explicit(&fp.tail, memory_order_relaxed) >

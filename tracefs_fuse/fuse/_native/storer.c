@@ -43,8 +43,8 @@
 
 #include <linux/fuse.h>
 
-struct batch {
-    struct batch *next;
+struct st_batch {
+    struct st_batch *next;
     struct fuse_session *se;
     fuse_req_t req;
     enum st_reply reply;
@@ -62,7 +62,7 @@ static struct {
     pthread_cond_t cond;
     pthread_t thread;
     int running, stopping;
-    struct batch *head, *tail;
+    struct st_batch *head, *tail;
     size_t queued;
     uint64_t pushed;
     int event_fd;
@@ -75,7 +75,7 @@ static struct {
 
 static _Atomic uint64_t stored_seq;
 
-static void send_reply(const struct batch *b)
+static void send_reply(const struct st_batch *b)
 {
     switch (b->reply) {
     case ST_REPLY_WRITE:
@@ -102,7 +102,7 @@ static void send_reply(const struct batch *b)
     }
 }
 
-static void store_batch(struct batch *b)
+static void store_batch(struct st_batch *b)
 {
     unsigned long long errors = 0;
     for (size_t i = 0; i < b->n; i++) {
@@ -135,7 +135,7 @@ static void *storer_main(void *arg)
     for (;;) {
         while (!st.head && !st.stopping)
             pthread_cond_wait(&st.cond, &st.lock);
-        struct batch *b = st.head;
+        struct st_batch *b = st.head;
         if (!b)
             break;  /* stopping, and everything queued is stored */
         st.head = b->next;
@@ -163,13 +163,13 @@ int st_event_fd(void)
 
 /* A batch with the stores copied in, its reply not yet said; NULL if out
  * of memory. */
-static struct batch *batch_new(struct fuse_session *se,
+static struct st_batch *batch_new(struct fuse_session *se,
                                const struct st_store *stores, size_t n)
 {
-    size_t bytes = sizeof(struct batch) + n * sizeof(struct st_store);
+    size_t bytes = sizeof(struct st_batch) + n * sizeof(struct st_store);
     for (size_t i = 0; i < n; i++)
         bytes += stores[i].len;
-    struct batch *b = calloc(1, bytes);
+    struct st_batch *b = calloc(1, bytes);
     if (!b)
         return NULL;
     unsigned char *tail = (unsigned char *)&b->stores[n];
@@ -184,7 +184,7 @@ static struct batch *batch_new(struct fuse_session *se,
     return b;
 }
 
-static long long queue(struct batch *b)
+long long st_queue(struct st_batch *b)
 {
     pthread_mutex_lock(&st.lock);
     if (!st.running) {
@@ -216,27 +216,28 @@ long long st_push(struct fuse_session *se, const struct st_store *stores,
                   size_t n, fuse_req_t req, enum st_reply reply,
                   int64_t value, int signal)
 {
-    struct batch *b = batch_new(se, stores, n);
+    struct st_batch *b = batch_new(se, stores, n);
     if (!b)
         return -ENOMEM;
     b->req = req;
     b->reply = reply;
     b->value = value;
     b->signal = signal;
-    return queue(b);
+    return st_queue(b);
 }
 
-long long st_push_raw(struct fuse_session *se, const struct st_store *stores,
-                      size_t n, int dev_fd, uint64_t unique, uint32_t size)
+struct st_batch *st_batch_raw(struct fuse_session *se,
+                              const struct st_store *stores, size_t n,
+                              int dev_fd, uint64_t unique, uint32_t size)
 {
-    struct batch *b = batch_new(se, stores, n);
-    if (!b)
-        return -ENOMEM;
-    b->reply = ST_REPLY_RAW_WRITE;
-    b->value = size;
-    b->dev_fd = dev_fd;
-    b->unique = unique;
-    return queue(b);
+    struct st_batch *b = batch_new(se, stores, n);
+    if (b) {
+        b->reply = ST_REPLY_RAW_WRITE;
+        b->value = size;
+        b->dev_fd = dev_fd;
+        b->unique = unique;
+    }
+    return b;
 }
 
 uint64_t st_stored(void)

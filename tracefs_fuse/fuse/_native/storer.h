@@ -39,11 +39,18 @@ long long st_push(struct fuse_session *se, const struct st_store *stores,
                   size_t n, fuse_req_t req, enum st_reply reply,
                   int64_t value, int signal);
 
-/* The same, replied with a raw FUSE write reply of `size` to request
- * `unique` on `dev_fd`, for a request libfuse never saw (the receiver's
- * fast path). */
-long long st_push_raw(struct fuse_session *se, const struct st_store *stores,
-                      size_t n, int dev_fd, uint64_t unique, uint32_t size);
+/* A batch like st_push's, replied with a raw FUSE write reply of `size` to
+ * request `unique` on `dev_fd`, for a request libfuse never saw (the
+ * receiver's fast path); made first and queued later (st_queue), so that
+ * the caller can make the write visible in between.  NULL: out of memory. */
+struct st_batch;
+struct st_batch *st_batch_raw(struct fuse_session *se,
+                              const struct st_store *stores, size_t n,
+                              int dev_fd, uint64_t unique, uint32_t size);
+
+/* Queues a batch (taking it): its sequence number, or -errno when the
+ * storer cannot run (the batch is freed, its reply not sent). */
+long long st_queue(struct st_batch *b);
 
 /* The sequence number of the last batch stored (batches complete in order). */
 uint64_t st_stored(void);
