@@ -43,6 +43,30 @@ static int checked_open(const char *path, int flags, ...);
 /* The receiver's side, which fastpath.c calls to wake the engine. */
 void rx_push_drain(void) {}
 
+/* The storer's side: a batch is its stores counted; making one can fail. */
+struct st_batch {
+    size_t n;
+};
+static int batch_fails;
+static size_t stores_queued, batches_queued;
+
+struct st_batch *st_batch_raw(struct fuse_session *se, const struct st_store *stores,
+                              size_t n, int fd, uint64_t unique, uint32_t size)
+{
+    (void)se, (void)stores, (void)fd, (void)unique, (void)size;
+    struct st_batch *b = batch_fails ? NULL : malloc(sizeof(*b));
+    if (b)
+        b->n = n;
+    return b;
+}
+
+long long st_queue(struct st_batch *b)
+{
+    stores_queued += b->n;
+    free(b);
+    return (long long)++batches_queued;
+}
+
 static int checked_open(const char *path, int flags, ...)
 {
     opens++;
@@ -97,7 +121,7 @@ static void set_array(void)
 
 static int set_event(int enabled)
 {
-    return fp_set_event(EVENT, enabled, 1, 4, NULL, 0);
+    return fp_set_event(EVENT, enabled, 0, 1, 4, NULL, 0);
 }
 
 /* Served with a record staged, then taken in (the engine's intake). */
@@ -161,6 +185,38 @@ int main(void)
           "an event update that cannot be allocated leaves its writes to the engine");
     set_event(1);
     check(served_and_staged(), "the event published again is served again");
+
+    /* A perf event of this thread on EVENT (TID and RAW samples), its ring
+     * read-only and one page. */
+    struct fp_perf_ring_in ring = {.sink = 1, .ino = 9, .size = 4096, .watermark = 2048};
+    struct fp_perf_in perf = {.id = 1, .sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_RAW,
+                              .event = EVENT, .cpu = -1, .tid = (int32_t)syscall(SYS_gettid),
+                              .clock = CLOCK_MONOTONIC, .ring = 0, .enabled = 1};
+    fp_set_session((struct fuse_session *)&ring);  /* any session: the storer is faked */
+    fp_set_event(EVENT, 1, 1, 1, 4, NULL, 0);
+    fp_set_perf(&ring, 1, &perf, 1, sizeof(ring), sizeof(perf));
+    check(served_and_staged() && batches_queued == 1 && stores_queued == 2 &&
+              fp.rings[0].now.head == 8 + 8 + 8 + 4 + 4 + 8,
+          "a perf sample is written natively: its stores queued with the reply");
+
+    fail_all = 1;
+    rc = fp_set_perf(&ring, 1, &perf, 1, sizeof(ring), sizeof(perf));
+    fail_all = 0;
+    before = fp.stats.declined[FP_PERF];
+    check(rc == -ENOMEM && !write_event() && fp.stats.declined[FP_PERF] == before + 1,
+          "a perf table that cannot be allocated leaves the samples to the engine");
+
+    fp_set_perf(&ring, 1, &perf, 1, sizeof(ring), sizeof(perf));
+    batch_fails = 1;
+    served = write_event();
+    batch_fails = 0;
+    check(!served && !fp_pending() && fp.stats.declined[FP_STORE] == 1 &&
+              fp.rings[0].now.head == 0 && served_and_staged() && fp.rings[0].now.head == 40,
+          "a batch that cannot be made: the engine's write, and the ring's place not taken");
+
+    fp_revoke_perf();
+    check(!write_event() && fp.stats.declined[FP_PERF] == before + 2,
+          "revoked, the perf table leaves the samples to the engine");
     check(opens_under_lock == 0, "no open() under fp.lock at all");
 
     return failures ? 1 : 0;

@@ -26,7 +26,7 @@ def test_fast_path_out_of_memory_falls_back_to_the_engine(
         c_client: Callable[[str], Path]) -> None:
     lines = run(c_client, "native_fastpath_faults")
     assert lines == [line for line in lines if line.startswith("ok ")]
-    assert len(lines) == 9
+    assert len(lines) == 13
 
 
 def test_receiver_queues_the_drain_and_the_end_without_memory(
