@@ -21,6 +21,8 @@ Rules:
     (:class:`FastArray`), events (:class:`FastEvent`, republished when an
     enable changes, via ``TraceArray.enable_listeners``) and each open
     file's write indices (append-only while the file is open).
+  * A perf event's samples are described apart (``_fast_perf``); the staging
+    ring carries them with the trace records.
   * :meth:`FastPath.take_in` takes staged records in the order they were
     staged; the adapter calls it before it hands the engine any other
     request, so the engine sees every write in the order clients made them.

@@ -19,6 +19,10 @@ Rules:
     are the ones the engine's own path last read for that thread from
     ``/proc/<tid>/stat``; they serve the fast path for :data:`TASK_TTL_NS`,
     then the thread's next write goes to the engine, which reads them again.
+  * The perf table (``engine._fast_perf``) is given to the bridge after a
+    request that changed a perf event or a ring, and withdrawn
+    (``PerfEvents.before_change``) before the engine changes one, the samples
+    the bridge wrote meanwhile taken in at once.
   * ``--no-fast-path`` stages nothing: every write goes to the engine. The
     receiver thread runs either way (it answers the daemon's own faults).
 

@@ -16,6 +16,12 @@
  * before, which takes the staged records in first (fp_staged/fp_consumed),
  * so records keep the order their writes came in.
  *
+ * A perf event of ours that records the write (engine/_fast_perf.py
+ * describes those whose samples it may write, and their rings) gets its
+ * PERF_RECORD_SAMPLE here too: the sample is staged for the engine and
+ * stored into the client's ring by the storer thread, which then sends the
+ * write's reply (perf_samples).
+ *
  * Rules:
  *   - Table updates and the decision for one write hold fp.lock; neither
  *     thread holds it across anything that waits (the receiver reads /proc
@@ -32,6 +38,10 @@
  *     release/acquire.  A record never wraps: the producer pads the end of
  *     the ring with a record of array STAGED_WRAP instead, and never leaves
  *     fewer than a header's bytes at the end.
+ *   - The perf table is a copy of the engine's rings: live only from the
+ *     engine's fp_set_perf to its next fp_revoke_perf, which it calls (and
+ *     then takes the staged samples in) before it changes any perf event or
+ *     ring itself, so a ring's head has one owner at a time.
  *   - The writer's CPU, tgid and comm come from a cache the Python thread
  *     fills from /proc/<tid>/stat whenever it serves a write itself; an entry
  *     serves for FP_TASK_TTL_NS, then the next write goes to the engine,
