@@ -101,6 +101,10 @@ CLIENTS = {
     # Every field of the samples the fast path writes natively, through the cases it
     # leaves to the engine (a full ring, PERF_RECORD_LOST, an invalid dynamic field).
     "perf_native": 15,
+    # Two threads' writes into one CPU-wide ring, a reader and a thread toggling the event
+    # meanwhile: the fast path writes some samples while the engine writes others or
+    # changes the ring; every record stays whole and read() counts exactly.
+    "perf_native_race": 11,
 }
 
 
