@@ -194,19 +194,20 @@ int main(void)
                               .clock = CLOCK_MONOTONIC, .ring = 0, .enabled = 1};
     fp_set_session((struct fuse_session *)&ring);  /* any session: the storer is faked */
     fp_set_event(EVENT, 1, 1, 1, 4, NULL, 0);
-    fp_set_perf(&ring, 1, &perf, 1, sizeof(ring), sizeof(perf));
+    const size_t sizes[3] = {sizeof(ring), sizeof(perf), sizeof(struct fp_announced_in)};
+    fp_set_perf(&ring, 1, &perf, 1, NULL, 0, sizes);
     check(served_and_staged() && batches_queued == 1 && stores_queued == 2 &&
               fp.rings[0].now.head == 8 + 8 + 8 + 4 + 4 + 8,
           "a perf sample is written natively: its stores queued with the reply");
 
     fail_all = 1;
-    rc = fp_set_perf(&ring, 1, &perf, 1, sizeof(ring), sizeof(perf));
+    rc = fp_set_perf(&ring, 1, &perf, 1, NULL, 0, sizes);
     fail_all = 0;
     before = fp.stats.declined[FP_PERF];
     check(rc == -ENOMEM && !write_event() && fp.stats.declined[FP_PERF] == before + 1,
           "a perf table that cannot be allocated leaves the samples to the engine");
 
-    fp_set_perf(&ring, 1, &perf, 1, sizeof(ring), sizeof(perf));
+    fp_set_perf(&ring, 1, &perf, 1, NULL, 0, sizes);
     batch_fails = 1;
     served = write_event();
     batch_fails = 0;

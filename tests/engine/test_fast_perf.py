@@ -17,12 +17,13 @@ import pytest
 
 from tests.engine.synth_oracle import new_tracefs
 from tracefs_fuse.engine._fast_path import FastPath
-from tracefs_fuse.engine._fast_perf import (FAST_SAMPLE_TYPES, STAGED_PERF, STAGED_PERF_ARRAY,
-                                            perf_table)
+from tracefs_fuse.engine._fast_perf import (ANNOUNCED_FAST, FAST_SAMPLE_TYPES, STAGED_PERF,
+                                            STAGED_PERF_ARRAY, perf_table)
 from tracefs_fuse.engine._memory import Tgid
 from tracefs_fuse.engine._perf_event_attr import Flag, Kind, Sample, copy_attr
 from tracefs_fuse.engine._perf_events import PerfEvent
 from tracefs_fuse.engine._perf_output import EventIds, SampleFacts, sample_record
+from tracefs_fuse.engine._perf_side_band import Lineage
 from tracefs_fuse.engine._task import Task
 from tracefs_fuse.engine._tracefs import Tracefs
 from tracefs_fuse.engine._tree import Vma
@@ -63,25 +64,31 @@ def redirected(perf: PerfEvent) -> None:
     perf.owner.redirected(perf, int(Flag.COMM))
 
 
-# What is done to a fresh perf event; whether its samples are natively written;
-# (tid, enabled) as described.
+# What is done to a fresh perf event; whether its samples may be natively
+# written; (tid, enabled, inherit, comm) as described.
 CASES: list[tuple[str, dict[str, object], Callable[[PerfEvent], None] | None, bool,
-                  tuple[int, bool]]] = [
-    ("plain, per task", {}, None, True, (7, True)),
-    ("plain, CPU-wide", {"target": None, "cpu": 1}, None, True, (0, True)),
-    ("every fast field", {"sample_type": FAST_SAMPLE_TYPES}, None, True, (7, True)),
-    ("PERF_SAMPLE_READ", {"sample_type": PLAIN | Sample.READ}, None, False, (7, True)),
-    ("never mapped", {"pages": 0}, None, False, (7, True)),
-    ("no data pages", {"pages": 1}, None, False, (7, True)),
-    ("write_backward", {"flags": Flag.WRITE_BACKWARD}, None, False, (7, True)),
-    ("inherit", {"flags": Flag.INHERIT}, None, False, (0, True)),
+                  tuple[int, bool, bool, bool]]] = [
+    ("plain, per task", {}, None, True, (7, True, False, False)),
+    ("plain, CPU-wide", {"target": None, "cpu": 1}, None, True, (0, True, False, False)),
+    ("every fast field", {"sample_type": FAST_SAMPLE_TYPES}, None, True,
+     (7, True, False, False)),
+    ("PERF_SAMPLE_READ", {"sample_type": PLAIN | Sample.READ}, None, False,
+     (7, True, False, False)),
+    ("never mapped", {"pages": 0}, None, False, (7, True, False, False)),
+    ("no data pages", {"pages": 1}, None, False, (7, True, False, False)),
+    ("write_backward", {"flags": Flag.WRITE_BACKWARD}, None, False, (7, True, False, False)),
+    ("inherit: its own thread's writes", {"flags": Flag.INHERIT}, None, True,
+     (7, True, True, False)),
     ("awaiting its exec", {"flags": Flag.DISABLED | Flag.ENABLE_ON_EXEC}, None, False,
-     (7, True)),
-    ("disabled", {"flags": Flag.DISABLED}, None, True, (7, False)),
-    ("its own COMM records", {"flags": Flag.COMM}, None, False, (7, True)),
-    ("COMM asked by a real event redirected into it", {}, redirected, False, (7, True)),
-    ("a LOST record owed", {"writable": True}, lost_owed, False, (7, True)),
-    ("paused", {}, paused, False, (7, True)),
+     (7, True, False, False)),
+    ("disabled", {"flags": Flag.DISABLED}, None, True, (7, False, False, False)),
+    ("its own COMM records", {"flags": Flag.COMM}, None, True, (7, True, False, True)),
+    ("TASK records: none before its own thread's samples", {"flags": Flag.TASK}, None, True,
+     (7, True, False, False)),
+    ("COMM asked by a real event redirected into it", {}, redirected, True,
+     (7, True, False, True)),
+    ("a LOST record owed", {"writable": True}, lost_owed, False, (7, True, False, False)),
+    ("paused", {}, paused, False, (7, True, False, False)),
 ]
 
 
@@ -89,7 +96,7 @@ CASES: list[tuple[str, dict[str, object], Callable[[PerfEvent], None] | None, bo
                          [case[1:] for case in CASES], ids=[case[0] for case in CASES])
 def test_the_table_says_what_is_plain(opened: dict[str, object],
                                       then: Callable[[PerfEvent], None] | None, native: bool,
-                                      described: tuple[int, bool]) -> None:
+                                      described: tuple[int, bool, bool, bool]) -> None:
     tracefs = new_tracefs()
     tracefs.perf.image_of = lambda tgid: b"image"
     perf = open_perf(tracefs, **opened)  # type: ignore[arg-type]
@@ -97,12 +104,27 @@ def test_the_table_says_what_is_plain(opened: dict[str, object],
         then(perf)
     rings, perfs = perf_table(tracefs.perf)
     assert len(perfs) == 1
-    assert (perfs[0].ring is not None, (perfs[0].tid, perfs[0].enabled)) == (native, described)
+    fast = perfs[0]
+    assert (fast.ring is not None, (fast.tid, fast.enabled, fast.inherit, fast.comm)) == (
+        native, described)
     assert len(rings) == native
     if native:
         ring = perf.ring
         assert ring is not None
         assert (rings[0].sink, rings[0].size, rings[0].head) == (perf.id, ring.size, ring.head)
+
+
+def test_a_ring_says_whom_its_reader_was_told_about() -> None:
+    tracefs = new_tracefs()
+    perf = open_perf(tracefs, flags=Flag.COMM, target=None, cpu=1)
+    for tid in range(ANNOUNCED_FAST + 2):
+        perf.record(ENTRY, Task(pid=100 + tid, tgid=Tgid(100), cpu=1, comm=f"t{tid}"))
+    perf.record(ENTRY, Task(pid=100, tgid=Tgid(100), cpu=1, comm="renamed"))
+    rings, _ = perf_table(tracefs.perf)
+    announced = rings[0].announced
+    assert len(announced) == ANNOUNCED_FAST
+    assert announced[-1] == (100, "renamed")  # announced again under its new name
+    assert announced[0] == (103, "t3")  # the oldest ones left out: the engine's
 
 
 def test_events_sharing_a_ring_share_its_description() -> None:
@@ -169,6 +191,8 @@ CHANGES: list[tuple[str, Callable[[Tracefs, PerfEvent], object]]] = [
     ("SET_OUTPUT", lambda tracefs, perf: open_perf(tracefs, pages=0).set_output(perf)),
     ("a real event redirected into it", lambda tracefs, perf: tracefs.perf.redirected(perf, 0)),
     ("a sample the engine writes", lambda tracefs, perf: perf.record(ENTRY, WRITER)),
+    ("a process it follows exits", lambda tracefs, perf: perf.exited(
+        Lineage(pid=WRITER.tgid, tid=WRITER.pid, ppid=1, ptid=1))),
 ]
 
 

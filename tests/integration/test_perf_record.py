@@ -92,3 +92,27 @@ def test_perf_stat_counts(as_root: bool, ordinary_user: User, c_client) -> None:
     rows = [line.split(",") for line in stat.stderr.splitlines() if ",user_events:emit," in line]
     assert [(row[0], row[2], row[4]) for row in rows] == [("7", "user_events:emit", "100.00")], \
         stat.stderr
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_perf_records_samples_are_written_natively(mode: str, tmp_path: Path,
+                                                    c_client) -> None:  # type: ignore[no-untyped-def]
+    # perf record's events follow the workload with inherit and ask for COMM
+    # records: once the workload's thread was announced, the fast path writes its
+    # samples (the debug log names each write's path), and perf script still
+    # names every one of them.
+    emit = c_client("ue_emit")
+    script = (f"echo '{EVENT}' >> /sys/kernel/tracing/dynamic_events && "
+              f"perf record --no-buildid-cache -o {tmp_path}/perf.data {MODES[mode]}"
+              f"-e user_events:emit -- {emit} /sys/kernel/tracing 200")
+    record = subprocess.run([sys.executable, "-m", "tracefs_fuse", "run", "--log-level", "debug",
+                             "--", "sh", "-c", script], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)
+    assert record.returncode == 0, record.stdout + record.stderr
+    assert record.stderr.count("served natively") >= 150, record.stderr[-2000:]
+    decoded = subprocess.run(["perf", "script", "-i", str(tmp_path / "perf.data")],
+                             capture_output=True, text=True, timeout=60)
+    assert decoded.returncode == 0, decoded.stderr
+    events = re.findall(r"ue_emit +\d+ +\[\d{3}\] +[\d.]+: +user_events:emit: +count=(\d+) msg=(\S+)",
+                        decoded.stdout)
+    assert events == [(str(i), f"msg-{i}") for i in range(200)], decoded.stdout[-2000:]

@@ -8,17 +8,20 @@ as it takes staged trace records in.
 
 Rules:
   * The engine keeps the kernel's rules: a perf event is described as
-    writable natively only when its sample is the plain case of
+    writable natively only when its samples can be the plain case of
     :meth:`PerfEvent.record <._perf_events.PerfEvent.record>` and
     :meth:`PerfBuffer.output <._perf_buffer.PerfBuffer.output>`: enabled
-    (not awaiting an exec), following its own thread or a CPU, not
-    ``inherit``, no side-band records owed (``SIDE_BAND`` of the event or
-    of what was redirected into its ring), a ``sample_type`` of fixed
-    fields and RAW only (:data:`FAST_SAMPLE_TYPES`), a forward ring that
-    is mapped, not paused, with no LOST record owed and nothing waiting
-    for its tail. Anything else matching a write sends that write to the
-    engine. The fast path itself leaves to the engine a sample that does
-    not fit behind the tail last read, or that is due a wakeup.
+    (not awaiting an exec), a ``sample_type`` of fixed fields and RAW only
+    (:data:`FAST_SAMPLE_TYPES`), a forward ring that is mapped, not paused,
+    with no LOST record owed and nothing waiting for its tail. The fast path
+    then decides per write what stays the engine's: with ``inherit``, a
+    write by any thread but the event's own (it may be one the event
+    follows, owed FORK records); with COMM asked (by the event, or by a real
+    event redirected into its ring), a writer its ring's reader was not told
+    about under its current comm (:attr:`FastRing.announced`: the last
+    :data:`ANNOUNCED_FAST`); a sample that does not fit behind the tail last
+    read, or that is due a wakeup. Anything else matching a write sends
+    that write to the engine.
   * The description is a copy: the fast path writes rings from it (their
     head, the wakeup counters), so it must be withdrawn before the engine
     changes an event or a ring, and what the fast path wrote taken in
@@ -38,9 +41,11 @@ import struct
 import msgspec
 
 from ._perf_buffer import PerfBuffer
-from ._perf_event_attr import SIDE_BAND, Flag, Sample
+from ._perf_event_attr import Flag, Sample
 from ._perf_events import PerfEvent, PerfEvents
 
+#: Threads per ring the fast path knows were announced (the last ones).
+ANNOUNCED_FAST = 64
 #: What ``fastpath.c`` writes of a sample: the fixed fields and RAW.
 FAST_SAMPLE_TYPES = int(Sample.IDENTIFIER | Sample.IP | Sample.TID | Sample.TIME | Sample.ADDR
                         | Sample.ID | Sample.STREAM_ID | Sample.CPU | Sample.PERIOD | Sample.RAW)
@@ -80,6 +85,8 @@ class FastRing(msgspec.Struct, frozen=True, kw_only=True):
     watermark: int
     events_left: int
     wakeup_events: int
+    #: (tid, comm) of the threads its reader was last told about (COMM records).
+    announced: tuple[tuple[int, str], ...]
 
 
 class FastPerf(msgspec.Struct, frozen=True, kw_only=True):
@@ -97,6 +104,10 @@ class FastPerf(msgspec.Struct, frozen=True, kw_only=True):
     clock: str
     #: ``can_record``'s first half: enabled, or awaiting an exec.
     enabled: bool
+    #: It follows the threads its thread creates: theirs are the engine's.
+    inherit: bool
+    #: It asks for COMM records (itself, or a real event redirected into its ring).
+    comm: bool
     #: Its ring's index in the table; None: the engine writes its samples.
     ring: int | None
 
@@ -118,9 +129,10 @@ def perf_table(events: PerfEvents) -> tuple[list[FastRing], list[FastPerf]]:
                 rings.append(_ring(sink, sink.ring))
             ring = index[sink.id]
         inherit = perf.inheritance is not None and perf.inheritance.inherit
-        tid = perf.target.pid if perf.target is not None and not inherit else 0
+        comm = bool((perf.attr.flags | sink.foreign_side_band) & Flag.COMM)
         perfs.append(FastPerf(id=perf.id, event=perf.event.id, sample_type=perf.attr.sample_type,
-                              cpu=perf.cpu, tid=tid, clock=perf.clock,
+                              cpu=perf.cpu, tid=0 if perf.target is None else perf.target.pid,
+                              clock=perf.clock, inherit=inherit, comm=comm,
                               enabled=perf.enabled or perf.exec_awaited is not None, ring=ring))
     return rings, perfs
 
@@ -129,8 +141,6 @@ def _plain(perf: PerfEvent, sink: PerfEvent) -> bool:
     """Is every sample of ``perf`` the plain case (module rules)?"""
     ring = sink.ring
     return (perf.exec_awaited is None
-            and not (perf.inheritance is not None and perf.inheritance.inherit)
-            and not (perf.attr.flags | sink.foreign_side_band) & SIDE_BAND
             and not perf.attr.sample_type & ~FAST_SAMPLE_TYPES
             and type(ring) is PerfBuffer and ring.size > 0 and not ring.paused
             and not ring.lost and not sink.waiting
@@ -142,7 +152,8 @@ def _ring(sink: PerfEvent, ring: PerfBuffer) -> FastRing:
     return FastRing(sink=sink.id, path=sink.path, size=ring.size, head=ring.head, tail=ring.tail,
                     writable=ring.writable, written=wakeup.written, wakeup_at=wakeup.wakeup_at,
                     watermark=wakeup.watermark, events_left=wakeup.events_left,
-                    wakeup_events=wakeup.wakeup_events)
+                    wakeup_events=wakeup.wakeup_events,
+                    announced=tuple(sink.side_band.recent(ANNOUNCED_FAST)))
 
 
 def take_in(events: PerfEvents, staged: memoryview, off: int) -> None:

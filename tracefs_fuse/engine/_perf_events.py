@@ -187,6 +187,7 @@ class PerfEvent:
         # perf_event_enable_on_exec): perf then names the workload.
         flags = (self.attr.flags | sink.foreign_side_band) & SIDE_BAND
         if flags:
+            self.owner.before_change()  # what the ring's reader was told changes
             for record in sink.side_band.before_sample(flags, self.attr, ids, facts, task.comm,
                                                        forks):
                 sink.deliver(record, ids, facts, self)
@@ -196,6 +197,7 @@ class PerfEvent:
         """A followed process is gone (``perf_event_exit_task``)."""
         if lineage.pid not in self.alive:
             return
+        self.owner.before_change()
         self.alive.discard(lineage.pid)
         sink = self.output or self
         flags = (self.attr.flags | sink.foreign_side_band) & TASK_MATCH

@@ -120,6 +120,11 @@ class SideBand:
                                        exec_=exec_))
         return out
 
+    def recent(self, limit: int) -> list[tuple[int, str]]:
+        """The ``limit`` tasks announced last: (tid, the comm announced)."""
+        latest = list(self._announced.items())[-limit:] if limit else []
+        return [(tid, announced.comm) for tid, announced in latest]
+
     def forget(self, tid: int) -> None:
         self._announced.pop(tid, None)
 

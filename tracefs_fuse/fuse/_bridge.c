@@ -1099,18 +1099,27 @@ static PyObject *bridge_fast_event(PyObject *mod, PyObject *args)
 static PyObject *bridge_fast_perf(PyObject *mod, PyObject *args)
 {
     (void)mod;
-    Py_buffer rings, perfs;
-    unsigned int ring_size, perf_size;
-    if (!PyArg_ParseTuple(args, "y*Iy*I:fast_perf", &rings, &ring_size, &perfs,
-                          &perf_size))
+    Py_buffer blobs[3];
+    unsigned int sizes_in[3];
+    if (!PyArg_ParseTuple(args, "y*Iy*Iy*I:fast_perf", &blobs[0], &sizes_in[0],
+                          &blobs[1], &sizes_in[1], &blobs[2], &sizes_in[2]))
         return NULL;
-    int rc = -EINVAL;
-    if (ring_size && perf_size && rings.len % ring_size == 0 &&
-        perfs.len % perf_size == 0)
-        rc = fp_set_perf(rings.buf, (size_t)rings.len / ring_size, perfs.buf,
-                         (size_t)perfs.len / perf_size, ring_size, perf_size);
-    PyBuffer_Release(&rings);
-    PyBuffer_Release(&perfs);
+    int rc = 0;
+    size_t sizes[3], counts[3];
+    for (int i = 0; i < 3; i++) {
+        sizes[i] = sizes_in[i];
+        if (!sizes[i] || blobs[i].len % sizes_in[i])
+            rc = -EINVAL;
+        else
+            counts[i] = (size_t)blobs[i].len / sizes[i];
+    }
+    if (rc == 0)
+        rc = fp_set_perf(blobs[0].buf, counts[0], blobs[1].buf, counts[1],
+                         blobs[2].buf, counts[2], sizes);
+    else
+        fp_revoke_perf();
+    for (int i = 0; i < 3; i++)
+        PyBuffer_Release(&blobs[i]);
     if (rc == -ENOMEM)
         return PyErr_NoMemory();
     if (rc < 0) {
@@ -1531,7 +1540,8 @@ static PyMethodDef bridge_methods[] = {
     {"fast_event", bridge_fast_event, METH_VARARGS,
      "fast_event(id, enabled, perf, recorders, min_size, validators)"},
     {"fast_perf", bridge_fast_perf, METH_VARARGS,
-     "fast_perf(rings, ring_size, perfs, perf_size): the perf table, live"},
+     "fast_perf(rings, ring_size, perfs, perf_size, announced, announced_size): "
+     "the perf table, live"},
     {"fast_perf_revoke", bridge_fast_perf_revoke, METH_NOARGS,
      "fast_perf_revoke(): the engine writes every perf sample until the next fast_perf"},
     {"fast_slots", bridge_fast_slots, METH_VARARGS,

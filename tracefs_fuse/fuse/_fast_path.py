@@ -83,8 +83,10 @@ _VALIDATOR = struct.Struct("<IBBxx")
 PERF_RING = struct.Struct("<QQQQQQQQqIB3x")
 #: struct fp_perf_in (fastpath.c): id, sample_type (u64), event (u32), cpu,
 #: tid, clock (s32), ring (u32; PERF_ENGINE: the engine writes its samples),
-#: enabled (u8), 3 bytes of padding.
-PERF_EVENT = struct.Struct("<QQIiiiIB3x")
+#: enabled, inherit, comm (u8), 1 byte of padding.
+PERF_EVENT = struct.Struct("<QQIiiiIBBBx")
+#: struct fp_announced_in (fastpath.c): tid (s32), ring (u32), comm (16 bytes).
+PERF_ANNOUNCED = struct.Struct("<iI16s")
 PERF_ENGINE = 0xFFFF_FFFF
 _U64 = (1 << 64) - 1
 
@@ -241,14 +243,18 @@ class NativeWrites:
         self._perf_dirty = False
         rings, perfs = perf_table(self.engine.perf)
         packed_rings: list[bytes] = []
+        announced: list[bytes] = []
         placed: dict[int, int] = {}  # index in rings -> index in the bridge's
         for index, ring in enumerate(rings):
             ino = self._inode_of(ring.path)
             if ino is not None:  # never looked up: nobody can have it mapped
                 placed[index] = len(packed_rings)
                 packed_rings.append(_pack_ring(ring, ino))
+                announced.extend(PERF_ANNOUNCED.pack(tid, placed[index], comm.encode("latin-1"))
+                                 for tid, comm in ring.announced)
         native.fast_perf(b"".join(packed_rings), PERF_RING.size,
-                         b"".join(_pack_perf(perf, placed) for perf in perfs), PERF_EVENT.size)
+                         b"".join(_pack_perf(perf, placed) for perf in perfs), PERF_EVENT.size,
+                         b"".join(announced), PERF_ANNOUNCED.size)
         self._perf_live = True
 
     def _publish_array(self, index: int, array: FastArray) -> None:
@@ -294,4 +300,4 @@ def _pack_perf(perf: FastPerf, placed: dict[int, int]) -> bytes:
     if divisor != 1:
         ring = PERF_ENGINE  # not a clock read in nanoseconds natively
     return PERF_EVENT.pack(perf.id, perf.sample_type, perf.event, perf.cpu, perf.tid, clock_id,
-                           ring, perf.enabled)
+                           ring, perf.enabled, perf.inherit, perf.comm)

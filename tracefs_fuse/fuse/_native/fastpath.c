@@ -246,9 +246,21 @@ struct fp_perf_in {
     int32_t clock;         /* clockid_t of its samples' TIME */
     uint32_t ring;         /* index in the rings; UINT32_MAX: the engine's */
     uint8_t enabled;       /* it may record (enabled, or awaiting an exec) */
-    uint8_t pad[3];
+    uint8_t inherit;       /* other threads' writes are the engine's (followed?) */
+    uint8_t comm;          /* a COMM is owed to a writer not announced as it is */
+    uint8_t pad;
 };
 _Static_assert(sizeof(struct fp_perf_in) == 40, "fp_perf_in");
+
+/* struct fp_announced_in, as fuse/_fast_path.py's PERF_ANNOUNCED packs it: a
+ * thread a ring's reader was told about (a COMM) and by which name; a
+ * writer announced under its current comm is owed no COMM. */
+struct fp_announced_in {
+    int32_t tid;
+    uint32_t ring;
+    char comm[16];
+};
+_Static_assert(sizeof(struct fp_announced_in) == 24, "fp_announced_in");
 #define FP_PERF_ENGINE UINT32_MAX
 
 /* include/uapi/linux/perf_event.h: the sample_type bits written here, in
@@ -305,9 +317,10 @@ static struct {
     /* The perf table: live only between the engine's publish and its next
      * revoke (while revoked the engine may write the rings itself). */
     int perf_live;
-    size_t nrings, nperf;
+    size_t nrings, nperf, nannounced;
     struct fp_perf_ring *rings;
     struct fp_perf_in *perfs;
+    struct fp_announced_in *announced;
     struct fuse_session *se;
 } fp = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -617,66 +630,91 @@ void fp_set_session(struct fuse_session *se)
     pthread_mutex_unlock(&fp.lock);
 }
 
-/* Caller holds fp.lock; the old table is returned for freeing outside it. */
-static void swap_perf(struct fp_perf_ring *rings, size_t nrings,
-                      struct fp_perf_in *perfs, size_t nperf, int live,
-                      struct fp_perf_ring **old_rings,
-                      struct fp_perf_in **old_perfs)
+/* A perf table: what fp_set_perf gives and swap_perf takes. */
+struct perf_table {
+    struct fp_perf_ring *rings;
+    struct fp_perf_in *perfs;
+    struct fp_announced_in *announced;
+    size_t nrings, nperf, nannounced;
+};
+
+/* Makes `t` the table (live or not) and leaves the old one in `t`, for
+ * freeing outside fp.lock. */
+static void swap_perf(struct perf_table *t, int live)
 {
-    *old_rings = fp.rings;
-    *old_perfs = fp.perfs;
-    fp.rings = rings;
-    fp.nrings = nrings;
-    fp.perfs = perfs;
-    fp.nperf = nperf;
+    pthread_mutex_lock(&fp.lock);
+    struct perf_table old = {fp.rings, fp.perfs, fp.announced, fp.nrings, fp.nperf,
+                             fp.nannounced};
+    fp.rings = t->rings;
+    fp.perfs = t->perfs;
+    fp.announced = t->announced;
+    fp.nrings = t->nrings;
+    fp.nperf = t->nperf;
+    fp.nannounced = t->nannounced;
     fp.perf_live = live;
+    pthread_mutex_unlock(&fp.lock);
+    *t = old;
+}
+
+static void free_perf(struct perf_table *t)
+{
+    free(t->rings);
+    free(t->perfs);
+    free(t->announced);
 }
 
 void fp_revoke_perf(void)
 {
-    struct fp_perf_ring *old_rings;
-    struct fp_perf_in *old_perfs;
-    pthread_mutex_lock(&fp.lock);
-    swap_perf(NULL, 0, NULL, 0, 0, &old_rings, &old_perfs);
-    pthread_mutex_unlock(&fp.lock);
-    free(old_rings);
-    free(old_perfs);
+    struct perf_table t = {0};
+    swap_perf(&t, 0);
+    free_perf(&t);
+}
+
+/* A copy of n items of `size` bytes (one at least, so that NULL means no
+ * memory). */
+static void *copy_of(const void *from, size_t n, size_t size)
+{
+    void *to = malloc(n ? n * size : 1);
+    if (to && n)
+        memcpy(to, from, n * size);
+    return to;
 }
 
 int fp_set_perf(const void *rings_in, size_t nrings, const void *perfs_in,
-                size_t nperf, size_t ring_size, size_t perf_size)
+                size_t nperf, const void *announced_in, size_t nannounced,
+                const size_t sizes[3])
 {
-    if (ring_size != sizeof(struct fp_perf_ring_in) ||
-        perf_size != sizeof(struct fp_perf_in))
+    if (sizes[0] != sizeof(struct fp_perf_ring_in) ||
+        sizes[1] != sizeof(struct fp_perf_in) ||
+        sizes[2] != sizeof(struct fp_announced_in)) {
+        fp_revoke_perf();
         return -EINVAL;  /* the two sides disagree on the layouts */
-    struct fp_perf_ring *rings = calloc(nrings ? nrings : 1, sizeof(*rings));
-    struct fp_perf_in *perfs = malloc((nperf ? nperf : 1) * sizeof(*perfs));
-    int rc = rings && perfs ? 0 : -ENOMEM;
+    }
+    struct perf_table t = {calloc(nrings ? nrings : 1, sizeof(*t.rings)),
+                           copy_of(perfs_in, nperf, sizeof(*t.perfs)),
+                           copy_of(announced_in, nannounced, sizeof(*t.announced)),
+                           nrings, nperf, nannounced};
+    int rc = t.rings && t.perfs && t.announced ? 0 : -ENOMEM;
     for (size_t i = 0; rc == 0 && i < nrings; i++) {
-        memcpy(&rings[i].now, (const char *)rings_in + i * sizeof(rings[i].now),
-               sizeof(rings[i].now));
-        uint64_t size = rings[i].now.size;
+        memcpy(&t.rings[i].now, (const char *)rings_in + i * sizeof(t.rings[i].now),
+               sizeof(t.rings[i].now));
+        uint64_t size = t.rings[i].now.size;
         if (!size || size & (size - 1))
             rc = -EINVAL;
     }
-    if (rc == 0)
-        memcpy(perfs, perfs_in, nperf * sizeof(*perfs));
     for (size_t i = 0; rc == 0 && i < nperf; i++)
-        if (perfs[i].ring != FP_PERF_ENGINE && perfs[i].ring >= nrings)
+        if (t.perfs[i].ring != FP_PERF_ENGINE && t.perfs[i].ring >= nrings)
+            rc = -EINVAL;
+    for (size_t i = 0; rc == 0 && i < nannounced; i++)
+        if (t.announced[i].ring >= nrings)
             rc = -EINVAL;
     if (rc) {
-        free(rings);
-        free(perfs);
+        free_perf(&t);
         fp_revoke_perf();
         return rc;
     }
-    struct fp_perf_ring *old_rings;
-    struct fp_perf_in *old_perfs;
-    pthread_mutex_lock(&fp.lock);
-    swap_perf(rings, nrings, perfs, nperf, 1, &old_rings, &old_perfs);
-    pthread_mutex_unlock(&fp.lock);
-    free(old_rings);
-    free(old_perfs);
+    swap_perf(&t, 1);
+    free_perf(&t);
     return 0;
 }
 
@@ -755,11 +793,25 @@ static size_t sample_size(uint64_t st, size_t entry_len)
     return n;
 }
 
+/* Was `tid` announced to ring `ring`'s reader under `comm` (SideBand: then a
+ * sample of it owes no COMM)?  Caller holds fp.lock. */
+static int announced(uint32_t ring, pid_t tid, const char comm[16])
+{
+    for (size_t i = 0; i < fp.nannounced; i++) {
+        const struct fp_announced_in *a = &fp.announced[i];
+        if (a->ring == ring && a->tid == tid)
+            return !memcmp(a->comm, comm, 16);
+    }
+    return 0;
+}
+
 /* The perf events recording a write of event `id` by `tid` on t's CPU, as
  * PerfEvent.can_record and Inheritance.follows decide: enabled (or
  * awaiting an exec), on any CPU or this one, CPU-wide or following this
- * thread.  0, or why the engine must write them (one it cannot write
- * natively matches).  Caller holds fp.lock. */
+ * thread (with inherit, another thread's write is the engine's: it may be
+ * one the event follows).  0, or why the engine must write them (one it
+ * cannot write natively matches, or a COMM is owed first).  Caller holds
+ * fp.lock. */
 static int perf_matches(uint16_t id, pid_t tid, const struct fp_task *t,
                         size_t entry_len, struct perf_match *m, size_t *nm)
 {
@@ -768,11 +820,16 @@ static int perf_matches(uint16_t id, pid_t tid, const struct fp_task *t,
     for (size_t i = 0; i < fp.nperf; i++) {
         const struct fp_perf_in *p = &fp.perfs[i];
         if (p->event != id || !p->enabled ||
-            (p->cpu != -1 && (unsigned)p->cpu != t->cpu) ||
-            (p->tid && p->tid != tid))
+            (p->cpu != -1 && (unsigned)p->cpu != t->cpu))
             continue;
+        if (p->tid && p->tid != tid) {
+            if (p->inherit)
+                return FP_PERF;  /* a thread it may follow: the engine knows */
+            continue;
+        }
         if (p->ring == FP_PERF_ENGINE || *nm == FP_PERF_MAX ||
-            (p->sample_type & ~(uint64_t)FP_SAMPLE_TYPES))
+            (p->sample_type & ~(uint64_t)FP_SAMPLE_TYPES) ||
+            (p->comm && !announced(p->ring, tid, t->comm)))
             return FP_PERF;
         size_t len = sample_size(p->sample_type, entry_len);
         if (len > UINT16_MAX)  /* perf_event_header.size */

@@ -56,13 +56,15 @@ void fp_set_task(pid_t tid, int32_t tgid, unsigned cpu, const char *comm,
                  size_t comm_len, uint64_t ttl_ns);
 void fp_set_wake(int wake);
 
-/* The perf events recording our events, and their rings: the whole table,
- * replacing the last (nrings and nperf 0 with live 0: the engine writes
- * every perf sample until the next).  The blobs are arrays of struct
- * fp_perf_ring_in and struct fp_perf_in (fastpath.c) of the sizes given.
+/* The perf events recording our events, their rings, and the threads each
+ * ring's reader was told about: the whole table, replacing the last (live
+ * until fp_revoke_perf: while revoked the engine writes every perf sample).
+ * The blobs are arrays of struct fp_perf_ring_in, fp_perf_in and
+ * fp_announced_in (fastpath.c), whose sizes the caller gives in `sizes`.
  * -ENOMEM or -EINVAL (a bad blob) leaves the table revoked. */
 int fp_set_perf(const void *rings, size_t nrings, const void *perfs,
-                size_t nperf, size_t ring_size, size_t perf_size);
+                size_t nperf, const void *announced, size_t nannounced,
+                const size_t sizes[3]);
 void fp_revoke_perf(void);
 
 /* The session the samples' page stores go to (the storer's). */
