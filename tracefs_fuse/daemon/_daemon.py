@@ -205,7 +205,9 @@ class Daemon:
         # taken with its reply).
         self.perf_tails.take_held()
         stores = self.take_changes()
-        return self.pages.push(stores) if stores else None
+        stored = self.pages.push(stores) if stores else None
+        self.native.publish_perf()  # after the stores: see NativeWrites.publish_perf
+        return stored
 
     def take_changes(self) -> list[Store]:
         """Wake readers if data arrived; the page stores mappings now need

@@ -20,7 +20,8 @@ Rules:
     ``/proc/<tid>/stat``; they serve the fast path for :data:`TASK_TTL_NS`,
     then the thread's next write goes to the engine, which reads them again.
   * The perf table (``engine._fast_perf``) is given to the bridge after a
-    request that changed a perf event or a ring, and withdrawn
+    request that changed a perf event or a ring, once that request's page
+    stores are queued (``publish_perf``), and withdrawn
     (``PerfEvents.before_change``) before the engine changes one, the samples
     the bridge wrote meanwhile taken in at once.
   * ``--no-fast-path`` stages nothing: every write goes to the engine. The
@@ -226,6 +227,16 @@ class NativeWrites:
                                                           *(e.id for e in events)))
             self._files[fh] = (ref, published + len(events))
         self._dirty_files.clear()
+
+    def publish_perf(self) -> None:
+        """Give the bridge the perf table again if an event or a ring changed.
+
+        Call only once the page stores the engine made until now are queued
+        (``Daemon.take_changes`` then the storer): the bridge's samples go to
+        the storer after them, so a ``data_head`` it stores never covers
+        records of the engine's still on their way (a reader would find them
+        missing). Until then the engine writes every perf sample.
+        """
         if self._perf_dirty:
             self._publish_perf()
 

@@ -560,6 +560,7 @@ class RequestHandler:
             req.reply_ioctl(value)
         else:
             req.reply_err(value)
+        self.native.publish_perf()  # after the stores: see NativeWrites.publish_perf
 
 
 def _splice_fill(file: RawPipeFile, offset: int, size: int, flags: int) -> bytes:
